@@ -1,0 +1,144 @@
+"""Find benchmark data: a local copy the user names, or a checksummed download in the cache.
+
+Resolution order for a manifest's source ``NAME``: ``--plsql-source NAME=PATH`` (or ini
+``plsql_source``), the environment variable ``PLSQLBENCH_SOURCE_<NAME>``, ``--plsql-data``
+for the PLSQLBench release, then a download into the data cache. Downloads are verified
+against the manifest's sha256; a manifest without one records the digest of the first
+download and refuses a later copy that differs (trust on first use, reported as such).
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import logging
+import os
+import shutil
+import tarfile
+import tempfile
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import platformdirs
+from filelock import FileLock
+
+from .errors import DataError, UsageError
+from .manifests import Manifest, Source
+from .settings import Settings
+
+log = logging.getLogger(__name__)
+
+
+def data_cache_dir(settings: Settings) -> Path:
+    path = settings.data_cache or Path(platformdirs.user_cache_dir("pytest-plsqlbench"))
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def sha256_file(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _local_override(source: Source, settings: Settings) -> Path | None:
+    if source.name in settings.sources:
+        return settings.sources[source.name]
+    env = os.environ.get("PLSQLBENCH_SOURCE_" + source.name.upper().replace("-", "_"))
+    if env:
+        return Path(env).expanduser()
+    if source.kind == "plsqlbench" and settings.data is not None:
+        return settings.data
+    return None
+
+
+def resolve(manifest: Manifest, settings: Settings) -> Path:
+    """Local path of the manifest's data (a file, or a directory for the release)."""
+    source = manifest.source
+    if source is None:
+        raise UsageError(f"subset {manifest.name!r}: its manifest names no data source")
+    local = _local_override(source, settings)
+    if local is not None:
+        if source.kind != "plsqlbench" and local.is_dir() and source.file:
+            local = local / source.file
+        if not local.exists():
+            raise UsageError(f"subset {manifest.name!r}: data source {source.name!r}: {local} does not exist")
+        return local
+    return download(source, settings, manifest.name)
+
+
+def download(source: Source, settings: Settings, subset: str) -> Path:
+    """Download (once, under a lock) and unpack ``source`` into the data cache."""
+    if not source.url:
+        hint = "--plsql-data DIR" if source.kind == "plsqlbench" else f"--plsql-source {source.name}=PATH"
+        raise UsageError(f"subset {subset!r} needs data source {source.name!r}: give a local copy with {hint}")
+    root = data_cache_dir(settings) / "downloads" / source.name
+    root.mkdir(parents=True, exist_ok=True)
+    key = hashlib.sha256(source.url.encode()).hexdigest()[:16]
+    target = root / key
+    with FileLock(str(root / f"{key}.lock")):
+        done = target / ".complete"
+        if not done.exists():
+            _fetch(source, target, subset, settings)
+        path = target / "content"
+        if source.kind != "plsqlbench" and source.file and (path / source.file).exists():
+            return path / source.file
+        if source.kind != "plsqlbench" and path.is_dir():
+            files = [p for p in path.iterdir() if p.is_file()]
+            if len(files) == 1:
+                return files[0]
+        if source.kind == "plsqlbench" and path.is_dir():
+            # GitHub archives unpack into one top-level folder.
+            subdirs = [p for p in path.iterdir() if p.is_dir()]
+            return subdirs[0] if len(subdirs) == 1 else path
+        return path
+
+
+def _fetch(source: Source, target: Path, subset: str, settings: Settings) -> None:
+    assert source.url
+    if target.exists():
+        shutil.rmtree(target)
+    tmp = Path(tempfile.mkdtemp(prefix=".dl-", dir=target.parent))
+    raw = tmp / "raw"
+    log.info("downloading %s for subset %s", source.url, subset)
+    try:
+        with urllib.request.urlopen(source.url, timeout=60) as resp, raw.open("wb") as out:
+            shutil.copyfileobj(resp, out)
+    except (urllib.error.URLError, OSError, TimeoutError) as exc:
+        shutil.rmtree(tmp, ignore_errors=True)
+        hint = "--plsql-data DIR" if source.kind == "plsqlbench" else f"--plsql-source {source.name}=PATH"
+        reason = getattr(exc, "reason", exc)
+        raise UsageError(
+            f"subset {subset!r}: cannot download {source.url} ({reason}); "
+            f"point {hint} at a local copy"
+        ) from None
+    digest = sha256_file(raw)
+    pinned = source.sha256
+    tofu = target.parent / f"{target.name}.sha256"
+    if pinned is None and tofu.exists():
+        pinned = tofu.read_text().strip()
+    if pinned is not None and digest != pinned:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise DataError(
+            f"subset {subset!r}: checksum mismatch for {source.url}: expected sha256 {pinned}, got {digest}"
+        )
+    if source.sha256 is None and not tofu.exists():
+        tofu.write_text(digest + "\n")
+        log.warning("no pinned checksum for %s; recorded sha256 %s for later runs", source.url, digest)
+    content = tmp / "content"
+    content.mkdir()
+    name = source.url.rsplit("/", 1)[-1].split("?")[0]
+    if tarfile.is_tarfile(raw):
+        with tarfile.open(raw) as tar:
+            tar.extractall(content, filter="data")
+    elif name.endswith(".gz"):
+        with gzip.open(raw, "rb") as src, (content / (source.file or name[:-3])).open("wb") as dst:
+            shutil.copyfileobj(src, dst)
+    else:
+        shutil.move(str(raw), content / (source.file or name))
+    (tmp / ".complete").write_text(digest + "\n")
+    raw.unlink(missing_ok=True)
+    os.replace(tmp, target)

@@ -1,0 +1,22 @@
+"""Exceptions with a meaning for the user, so the plugin can print one clear line."""
+
+from __future__ import annotations
+
+
+class PlsqlBenchError(Exception):
+    """Base class: anything the harness reports without a traceback."""
+
+
+class UsageError(PlsqlBenchError):
+    """Bad options, unknown subsets, malformed task or data files."""
+
+
+class DataError(UsageError):
+    """A dataset file or line that cannot be read; the message names file and line."""
+
+
+class InfrastructureError(PlsqlBenchError):
+    """The harness could not evaluate something (database down, provider failure).
+
+    Never the model's fault: items failing with it are excluded from the metrics.
+    """

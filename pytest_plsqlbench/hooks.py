@@ -1,0 +1,51 @@
+"""Hook specifications: where users plug in subsets, databases, models and reports.
+
+Our own implementations are ``trylast`` hookimpls, so a ``conftest.py`` or plugin that
+implements the same hook wins without monkeypatching.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Sequence
+
+import pytest
+
+if TYPE_CHECKING:
+    from .answers import Answer, Exchange
+    from .dialects.base import Backend
+    from .manifests import Manifest
+    from .settings import Settings
+    from .tasks import Task
+
+
+@pytest.hookspec(firstresult=True)
+def pytest_plsql_load_subset(
+    config: pytest.Config, manifest: "Manifest", settings: "Settings"
+) -> "Sequence[Task] | None":
+    """Return the tasks of ``manifest`` in ``settings.dialect``, or None if not your loader."""
+
+
+@pytest.hookspec(firstresult=True)
+def pytest_plsql_make_backend(config: pytest.Config, settings: "Settings") -> "Backend | None":
+    """Return the database backend for ``settings.dialect``/``settings.db`` (not started)."""
+
+
+@pytest.hookspec(firstresult=True)
+def pytest_plsql_generate(
+    config: pytest.Config,
+    task: "Task",
+    turn: int,
+    history: "Sequence[Exchange]",
+    sample: int,
+) -> "Answer | None":
+    """Return the answer for ``task`` at ``turn`` (1-based) given the conversation so far."""
+
+
+@pytest.hookspec
+def pytest_plsql_prefetch(config: pytest.Config, tasks: "Sequence[Task]") -> None:
+    """Start obtaining answers for ``tasks`` ahead of their tests (optional, may be async)."""
+
+
+@pytest.hookspec
+def pytest_plsql_results(config: pytest.Config, results: "dict[str, Any]") -> None:
+    """Called on the controller with the final results document, before it is written."""

@@ -1,0 +1,108 @@
+"""Subset manifests: one YAML file per subset under ``tasks/``, naming loader and data.
+
+A manifest looks like::
+
+    name: mbpp-plus
+    description: MBPP+-PLSQL rebuilt from evalplus MBPP+ (paper App. B.5)
+    loader: mbpp-plus            # which pytest_plsql_load_subset implementation reads it
+    dialects: [postgres, oracle]
+    source:                      # optional: where the data comes from
+      name: mbppplus             # --plsql-source mbppplus=PATH overrides
+      url: https://...           # downloaded into the data cache when no local copy is given
+      sha256: ...                # checked after download (null: recorded on first download)
+      file: MbppPlus.jsonl       # file inside the download (archives) or the local directory
+    options: {...}               # loader-specific
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+import yaml
+
+from .errors import UsageError
+from .resources import tasks_dir
+from .tasks import DIALECTS
+
+
+@dataclass(frozen=True)
+class Source:
+    name: str
+    url: str | None = None
+    sha256: str | None = None
+    file: str | None = None
+    #: ``plsqlbench``: the path is the release root given with --plsql-data.
+    kind: str = "file"
+
+
+@dataclass(frozen=True)
+class Manifest:
+    name: str
+    loader: str
+    dialects: tuple[str, ...]
+    path: Path
+    description: str = ""
+    source: Source | None = None
+    options: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def directory(self) -> Path:
+        """Where files a manifest names relatively live (its own folder)."""
+        return self.path.parent
+
+
+def _fail(path: Path, msg: str) -> UsageError:
+    return UsageError(f"{path}: {msg}")
+
+
+def load_manifest(path: Path) -> Manifest:
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"{path}:{mark.line + 1}" if mark else str(path)
+        raise UsageError(f"{where}: not valid YAML ({getattr(exc, 'problem', exc)})") from None
+    except OSError as exc:
+        raise _fail(path, f"cannot read ({exc.strerror})") from None
+    if not isinstance(data, dict):
+        raise _fail(path, "a manifest must be a mapping")
+    for key in ("name", "loader"):
+        if not isinstance(data.get(key), str) or not data[key].strip():
+            raise _fail(path, f"missing string field {key!r}")
+    dialects = tuple(data.get("dialects") or DIALECTS)
+    bad = [d for d in dialects if d not in DIALECTS]
+    if bad:
+        raise _fail(path, f"unknown dialect(s) {bad}; known: {list(DIALECTS)}")
+    source = None
+    if data.get("source") is not None:
+        src = data["source"]
+        if not isinstance(src, dict) or not isinstance(src.get("name"), str):
+            raise _fail(path, "'source' must be a mapping with a string 'name'")
+        unknown = set(src) - {"name", "url", "sha256", "file", "kind"}
+        if unknown:
+            raise _fail(path, f"unknown source field(s) {sorted(unknown)}")
+        source = Source(**src)
+    options = data.get("options") or {}
+    if not isinstance(options, dict):
+        raise _fail(path, "'options' must be a mapping")
+    return Manifest(
+        name=data["name"].strip(),
+        loader=data["loader"].strip(),
+        dialects=dialects,
+        path=path,
+        description=str(data.get("description") or "").strip(),
+        source=source,
+        options=options,
+    )
+
+
+def discover(extra_dirs: tuple[Path, ...] = ()) -> dict[str, Manifest]:
+    """All manifests: the built-in ``tasks/`` folder, then ``extra_dirs`` (later wins)."""
+    found: dict[str, Manifest] = {}
+    for folder in (tasks_dir(), *extra_dirs):
+        for path in sorted(folder.glob("*.yaml")):
+            manifest = load_manifest(path)
+            found[manifest.name] = manifest
+    return found

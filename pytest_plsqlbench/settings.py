@@ -1,0 +1,330 @@
+"""Command-line options, their ini twins, and the frozen settings they resolve to.
+
+Every option ``--plsql-x`` has an ini key ``plsql_x`` with the same help text; the command
+line wins over the ini file, which wins over the environment variable named in the table.
+Options are resolved once, in ``pytest_configure``, into :class:`Settings`.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+import pytest
+
+from .errors import UsageError
+from .tasks import DIALECTS
+
+DB_KINDS = ("embedded", "container", "dsn")
+SAFETY_MODES = ("off", "warn", "block")
+ASSERTION_MODES = ("null-safe", "published")
+
+
+@dataclass(frozen=True)
+class Opt:
+    name: str  # without the leading "--plsql-"
+    help: str
+    default: Any = None
+    type: Callable[[str], Any] | None = None
+    choices: tuple[str, ...] | None = None
+    flag: bool = False
+    env: str | None = None
+    metavar: str | None = None
+    many: bool = False  # repeatable option / linelist ini
+
+    @property
+    def dest(self) -> str:
+        return "plsql_" + self.name.replace("-", "_")
+
+
+OPTIONS: tuple[Opt, ...] = (
+    # --- what to run and where
+    Opt("dialect", "Database dialect the tasks run in.", "postgres", choices=DIALECTS),
+    Opt(
+        "db",
+        "How to get a database: an embedded PostgreSQL per worker (postgres default), a "
+        "testcontainers container per worker (oracle default), or --plsql-dsn.",
+        None,
+        choices=DB_KINDS,
+    ),
+    Opt(
+        "dsn",
+        "Connection string of an existing server (postgresql://... or user/pass@host/service "
+        "for Oracle); implies --plsql-db=dsn. The harness creates one schema/database per "
+        "worker and drops it at the end.",
+        env="PLSQL_DSN",
+        metavar="URL",
+    ),
+    Opt(
+        "timeout",
+        "Seconds one statement of an answer or a test may run before it counts as a timeout.",
+        10.0,
+        type=float,
+        metavar="SECONDS",
+    ),
+    Opt(
+        "max-output",
+        "Characters of output (DBMS_OUTPUT / RAISE NOTICE / rows) kept per test; the rest is "
+        "dropped and the test sees a truncation marker.",
+        1_000_000,
+        type=int,
+        metavar="CHARS",
+    ),
+    Opt(
+        "data",
+        "Local copy of the PLSQLBench release (a clone of oracle-samples/plsqlbench). Without "
+        "it the release is downloaded into the data cache on first use.",
+        env="PLSQLBENCH_DATA",
+        metavar="DIR",
+    ),
+    Opt(
+        "source",
+        "Local copy of another data source named in a subset manifest, as NAME=PATH "
+        "(e.g. mbppplus=MbppPlus.jsonl). Repeatable.",
+        many=True,
+        metavar="NAME=PATH",
+    ),
+    Opt(
+        "data-cache",
+        "Where downloaded and converted benchmark data is cached.",
+        env="PLSQLBENCH_CACHE",
+        metavar="DIR",
+    ),
+    Opt(
+        "assertions",
+        "MBPP assertion style: null-safe comparisons (default) or the published PLSQLBench "
+        "blocks as they are ('published', for comparability with the paper).",
+        "null-safe",
+        choices=ASSERTION_MODES,
+    ),
+    Opt("shard", "Run only shard I of N (deterministic split by task), e.g. 1/4.", metavar="I/N"),
+    # --- answers
+    Opt(
+        "model",
+        "Where answers come from: 'reference' (the tasks' reference answers) or a litellm "
+        "model string or alias (anthropic/..., openai/..., claude, gpt ...).",
+        env="PLSQL_MODEL",
+        metavar="NAME",
+    ),
+    Opt(
+        "answers",
+        "Score the answers in this JSON Lines file ({task_id, turn, answer} per line) "
+        "instead of generating them.",
+        metavar="FILE",
+    ),
+    Opt("api-base", "Base URL of the model API (passed to litellm).", env="PLSQL_API_BASE", metavar="URL"),
+    Opt("temperature", "Sampling temperature (paper: 0.0).", 0.0, type=float),
+    Opt("max-tokens", "Maximum output tokens per answer (paper: 8192).", 8192, type=int),
+    Opt("samples", "Answers generated per task turn; pass@k is reported for k <= N.", 1, type=int, metavar="N"),
+    Opt(
+        "concurrency",
+        "Model requests in flight per worker while answers are prefetched.",
+        4,
+        type=int,
+        metavar="N",
+    ),
+    Opt("request-timeout", "Seconds before one model request is abandoned and retried.", 300.0, type=float),
+    Opt("retries", "Retries of a model request after 429/5xx/timeouts (with backoff).", 5, type=int),
+    Opt("cache", "Directory of the answer cache (one JSON file per answer).", ".plsql_cache", metavar="DIR"),
+    Opt("cache-only", "Never call a model: use cached answers; report the others as not generated.", flag=True),
+    Opt("regenerate", "Ignore cached answers and ask the model again.", flag=True),
+    Opt("show-prompt", "Print the exact messages sent to the model for TASK_ID and exit.", metavar="TASK_ID"),
+    # --- output
+    Opt("results", "Write the results JSON (per-task outcomes and aggregates) here.", metavar="PATH"),
+    # --- containment
+    Opt(
+        "safety",
+        "Safety pre-check of answers: 'block' refuses statements outside the task's allowed "
+        "set (scored as a safety failure), 'warn' only reports them, 'off' skips the check.",
+        "block",
+        choices=SAFETY_MODES,
+    ),
+)
+
+OPTION_BY_NAME = {o.name: o for o in OPTIONS}
+
+
+def add_options(parser: pytest.Parser) -> None:
+    group = parser.getgroup("plsqlbench", "PL/SQL benchmarks (pytest-plsqlbench)")
+    group.addoption(
+        "--subset",
+        dest="plsql_subset",
+        default=None,
+        metavar="NAME[,NAME...]",
+        help="Run these benchmark subsets (see 'plsqlbench subsets'). Without it the plugin "
+        "does nothing.",
+    )
+    for opt in OPTIONS:
+        kwargs: dict[str, Any] = {"dest": opt.dest, "help": opt.help}
+        if opt.flag:
+            kwargs.update(action="store_true", default=None)
+        else:
+            kwargs.update(default=None, metavar=opt.metavar)
+            if opt.many:
+                kwargs["action"] = "append"
+            if opt.choices:
+                kwargs["choices"] = opt.choices
+        group.addoption("--plsql-" + opt.name, **kwargs)
+        parser.addini(
+            opt.dest,
+            opt.help,
+            type="bool" if opt.flag else ("linelist" if opt.many else "string"),
+            default=None,
+        )
+    parser.addini(
+        "plsql_model_aliases",
+        "Model aliases, one 'alias = litellm/model-string' per line; extends and overrides "
+        "the built-in aliases.",
+        type="linelist",
+        default=[],
+    )
+
+
+def _raw(config: pytest.Config, opt: Opt) -> Any:
+    value = config.getoption(opt.dest, None)
+    if value is None or value == []:
+        ini = config.getini(opt.dest)
+        value = ini if ini not in (None, "", []) else None
+    if value is None and opt.env:
+        value = os.environ.get(opt.env) or None
+    if value is None:
+        return opt.default
+    if opt.flag and isinstance(value, str):
+        return value.strip().lower() in ("1", "true", "yes", "on")
+    if opt.type is not None and not isinstance(value, (list, bool)):
+        try:
+            value = opt.type(value)
+        except (TypeError, ValueError):
+            raise UsageError(f"--plsql-{opt.name}: invalid value {value!r}") from None
+    if opt.choices and value not in opt.choices:
+        raise UsageError(f"--plsql-{opt.name}: {value!r} is not one of {', '.join(opt.choices)}")
+    return value
+
+
+_SHARD = re.compile(r"^\s*(\d+)\s*/\s*(\d+)\s*$")
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Everything a run needs to know, resolved once from options, ini and environment."""
+
+    subsets: tuple[str, ...]
+    dialect: str = "postgres"
+    db: str = "embedded"
+    dsn: str | None = None
+    timeout: float = 10.0
+    max_output: int = 1_000_000
+    data: Path | None = None
+    sources: Mapping[str, Path] = field(default_factory=dict)
+    data_cache: Path | None = None
+    assertions: str = "null-safe"
+    shard: tuple[int, int] | None = None
+    model: str | None = None
+    answers: Path | None = None
+    api_base: str | None = None
+    temperature: float = 0.0
+    max_tokens: int = 8192
+    samples: int = 1
+    concurrency: int = 4
+    request_timeout: float = 300.0
+    retries: int = 5
+    cache: Path = Path(".plsql_cache")
+    cache_only: bool = False
+    regenerate: bool = False
+    show_prompt: str | None = None
+    results: Path | None = None
+    safety: str = "block"
+    model_aliases: Mapping[str, str] = field(default_factory=dict)
+    rootdir: Path = Path(".")
+
+    @property
+    def answer_source(self) -> str:
+        """A short label of where answers come from, for reports."""
+        if self.answers is not None:
+            return f"answers:{self.answers.name}"
+        return self.model or "?"
+
+    @classmethod
+    def from_config(cls, config: pytest.Config) -> "Settings":
+        raw_subsets = config.getoption("plsql_subset", None) or ""
+        subsets = tuple(dict.fromkeys(s.strip() for s in raw_subsets.split(",") if s.strip()))
+        v = {o.name: _raw(config, o) for o in OPTIONS}
+        dialect = v["dialect"]
+        db = v["db"] or ("dsn" if v["dsn"] else ("embedded" if dialect == "postgres" else "container"))
+        dsn = v["dsn"]
+        if dialect == "oracle" and not dsn:
+            dsn = os.environ.get("PLSQL_ORACLE_DSN") or None
+            if dsn and not v["db"]:
+                db = "dsn"
+        if db == "dsn" and not dsn:
+            raise UsageError("--plsql-db=dsn needs --plsql-dsn URL (or PLSQL_DSN)")
+        if dialect == "oracle" and db == "embedded":
+            raise UsageError(
+                "--plsql-db=embedded exists only for postgres; for oracle use "
+                "--plsql-db=container (needs Docker) or --plsql-dsn"
+            )
+        if v["timeout"] <= 0:
+            raise UsageError("--plsql-timeout must be positive")
+        for name in ("samples", "concurrency", "max-tokens", "max-output"):
+            if v[name] < 1:
+                raise UsageError(f"--plsql-{name} must be at least 1")
+        if v["retries"] < 0:
+            raise UsageError("--plsql-retries must not be negative")
+        shard = None
+        if v["shard"]:
+            m = _SHARD.match(str(v["shard"]))
+            if not m or not (1 <= int(m.group(1)) <= int(m.group(2))):
+                raise UsageError(f"--plsql-shard: expected I/N with 1 <= I <= N, got {v['shard']!r}")
+            shard = (int(m.group(1)), int(m.group(2)))
+        sources: dict[str, Path] = {}
+        for item in v["source"] or []:
+            name, sep, path = str(item).partition("=")
+            if not sep or not name.strip() or not path.strip():
+                raise UsageError(f"--plsql-source: expected NAME=PATH, got {item!r}")
+            sources[name.strip()] = Path(path.strip()).expanduser()
+        aliases: dict[str, str] = {}
+        for line in config.getini("plsql_model_aliases") or []:
+            alias, sep, target = line.partition("=")
+            if not sep or not alias.strip() or not target.strip():
+                raise UsageError(f"plsql_model_aliases: expected 'alias = model', got {line!r}")
+            aliases[alias.strip()] = target.strip()
+        model = v["model"]
+        answers = Path(v["answers"]).expanduser() if v["answers"] else None
+        if model and answers:
+            raise UsageError("choose one of --plsql-model and --plsql-answers, not both")
+        if v["cache_only"] and v["regenerate"]:
+            raise UsageError("--plsql-cache-only and --plsql-regenerate contradict each other")
+        path = lambda x: Path(x).expanduser() if x else None  # noqa: E731
+        return cls(
+            subsets=subsets,
+            dialect=dialect,
+            db=db,
+            dsn=dsn,
+            timeout=v["timeout"],
+            max_output=v["max-output"],
+            data=path(v["data"]),
+            sources=sources,
+            data_cache=path(v["data-cache"]),
+            assertions=v["assertions"],
+            shard=shard,
+            model=model,
+            answers=answers,
+            api_base=v["api-base"],
+            temperature=v["temperature"],
+            max_tokens=v["max-tokens"],
+            samples=v["samples"],
+            concurrency=v["concurrency"],
+            request_timeout=v["request-timeout"],
+            retries=v["retries"],
+            cache=Path(v["cache"]).expanduser(),
+            cache_only=bool(v["cache-only"]),
+            regenerate=bool(v["regenerate"]),
+            show_prompt=v["show-prompt"],
+            results=path(v["results"]),
+            safety=v["safety"],
+            model_aliases=aliases,
+            rootdir=Path(str(config.rootpath)),
+        )
