@@ -88,6 +88,13 @@ OPTIONS: tuple[Opt, ...] = (
         metavar="NAME=PATH",
     ),
     Opt(
+        "tasks",
+        "Extra folder of subset manifests (YAML), e.g. your own tasks written like tasks/smoke. "
+        "Repeatable.",
+        many=True,
+        metavar="DIR",
+    ),
+    Opt(
         "data-cache",
         "Where downloaded and converted benchmark data is cached.",
         env="PLSQLBENCH_CACHE",
@@ -220,6 +227,7 @@ class Settings:
     data: Path | None = None
     sources: Mapping[str, Path] = field(default_factory=dict)
     data_cache: Path | None = None
+    task_dirs: tuple[Path, ...] = ()
     assertions: str = "null-safe"
     shard: tuple[int, int] | None = None
     model: str | None = None
@@ -308,6 +316,7 @@ class Settings:
             data=path(v["data"]),
             sources=sources,
             data_cache=path(v["data-cache"]),
+            task_dirs=tuple(Path(d).expanduser() for d in v["tasks"] or ()),
             assertions=v["assertions"],
             shard=shard,
             model=model,

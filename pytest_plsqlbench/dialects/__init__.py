@@ -1,0 +1,1 @@
+"""Database dialects behind one interface (:mod:`.base`): PostgreSQL and Oracle."""

@@ -1,0 +1,115 @@
+"""The one interface both dialects implement.
+
+A :class:`Backend` owns a database for one worker (an embedded server, a container, or a
+schema/database inside a server given by DSN) and loads the fixtures tasks need. Its
+:class:`Session` is the candidate's connection: an unprivileged role that installs answers
+and runs tests inside the isolation scope the session guarantees.
+"""
+
+from __future__ import annotations
+
+import abc
+from dataclasses import dataclass, field
+from typing import Literal, Sequence
+
+from ..tasks import Fixture
+
+Phase = Literal["install", "test", "reference"]
+
+
+@dataclass(frozen=True)
+class DbError:
+    """A database error, already classified into a failure class (see outcomes)."""
+
+    message: str
+    code: str | None
+    failure_class: str
+    #: Line of the script where the failing statement starts.
+    line: int | None = None
+
+    def short(self) -> str:
+        code = f"[{self.code}] " if self.code else ""
+        where = f" (script line {self.line})" if self.line else ""
+        first = self.message.strip().splitlines()[0] if self.message.strip() else "error"
+        return f"{code}{first}{where}"
+
+
+@dataclass
+class Execution:
+    """What running one script produced: output lines in order, and the first error."""
+
+    lines: list[str] = field(default_factory=list)
+    error: DbError | None = None
+    truncated: bool = False
+    duration_s: float = 0.0
+    #: Harness notes (skipped client commands, neutralised transaction control ...).
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+
+class Session(abc.ABC):
+    """The candidate's connection.
+
+    Guarantee: between :meth:`begin_task` and :meth:`end_task` everything an answer or a test
+    does is invisible to the next task (rolled back, or found and dropped where DDL commits);
+    a script run with ``isolated=True`` leaves nothing for the next script either.
+    """
+
+    @abc.abstractmethod
+    def begin_task(self) -> None: ...
+
+    @abc.abstractmethod
+    def end_task(self) -> None: ...
+
+    @abc.abstractmethod
+    def run(self, script: str, *, isolated: bool, phase: Phase) -> Execution:
+        """Run ``script`` statement by statement, stopping at the first error.
+
+        ``isolated=False`` keeps the effects until :meth:`end_task` (installing an answer;
+        if it fails, its partial effects are undone). Raises
+        :class:`~pytest_plsqlbench.errors.InfrastructureError` when the database itself fails.
+        """
+
+
+class Backend(abc.ABC):
+    """A database for one worker."""
+
+    dialect: str = ""
+
+    @abc.abstractmethod
+    def start(self) -> None: ...
+
+    @abc.abstractmethod
+    def stop(self) -> None: ...
+
+    @property
+    @abc.abstractmethod
+    def version(self) -> str:
+        """Server version for the report header (e.g. ``PostgreSQL 18.6``)."""
+
+    @property
+    @abc.abstractmethod
+    def description(self) -> str:
+        """How the database was obtained (``embedded``, ``container``, ``dsn host/db``)."""
+
+    @abc.abstractmethod
+    def ensure_fixtures(self, fixtures: Sequence[Fixture]) -> None:
+        """Load each fixture once for this worker (in order); raise InfrastructureError on failure."""
+
+    @abc.abstractmethod
+    def session(self) -> Session:
+        """The candidate session (created on first use, reused afterwards)."""
+
+    @abc.abstractmethod
+    def recover(self) -> None:
+        """After an infrastructure error: bring the database and the session back, or raise."""
+
+    def __enter__(self) -> "Backend":
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

