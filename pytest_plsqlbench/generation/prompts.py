@@ -1,0 +1,140 @@
+"""Every word the harness sends to a model, and how a conversation becomes chat messages.
+
+Paper App. F/G: a system prompt that asks for executable PL/SQL only (Oracle: program units
+ending with ``/``, no markdown, no explanations; here also its PL/pgSQL counterpart), then the
+task prompt with the schema DDL for schema-grounded tasks. Multi-turn rollout: turn *t* sees the
+earlier user requests and the model's *own* earlier answers as assistant messages.
+
+Changing any text here changes the cache keys (they hash the messages), so earlier cached
+answers are not reused for a different prompt -- which is what a benchmark wants.
+"""
+
+from __future__ import annotations
+
+from typing import Mapping, Sequence
+
+from ..answers import Answer, Exchange
+from ..tasks import Task, Turn
+
+Message = Mapping[str, str]
+
+ORACLE_SYSTEM_PROMPT = """\
+You are an expert Oracle Database developer writing PL/SQL for Oracle Database 23ai.
+
+Respond with executable Oracle SQL and PL/SQL only:
+- Output nothing but code that runs as-is in SQL*Plus or SQLcl: no markdown, no code fences, \
+no explanations, no text before or after the code.
+- End every PL/SQL program unit (CREATE OR REPLACE FUNCTION, PROCEDURE, PACKAGE, PACKAGE BODY, \
+TYPE BODY, TRIGGER) and every anonymous block with a line containing only a slash (/).
+- Use exactly the names, parameters, types and return types the request specifies.
+- Use only the tables and columns of the given schema, named as the schema names them.
+- When the request asks for printed output, print it with DBMS_OUTPUT.PUT_LINE.
+- Do not change stored data unless the request asks for it.
+- Comments inside the code are fine; prose outside the code is not."""
+
+POSTGRES_SYSTEM_PROMPT = """\
+You are an expert PostgreSQL developer writing PL/pgSQL for PostgreSQL.
+
+Respond with executable PostgreSQL SQL and PL/pgSQL only:
+- Output nothing but code that runs as-is in psql: no markdown, no code fences, \
+no explanations, no text before or after the code.
+- Write functions and procedures as CREATE OR REPLACE FUNCTION/PROCEDURE ... AS $$ ... $$ \
+LANGUAGE plpgsql; and anonymous blocks as DO $$ ... $$; end every statement with a semicolon \
+and never use a slash (/) terminator.
+- Use exactly the names, parameters, types and return types the request specifies.
+- Use only the tables and columns of the given schema, named as the schema names them.
+- When the request asks for printed output, emit each output line with RAISE NOTICE '%', value; \
+(the PL/pgSQL counterpart of DBMS_OUTPUT.PUT_LINE).
+- Do not change stored data unless the request asks for it.
+- Comments inside the code are fine; prose outside the code is not."""
+
+SYSTEM_PROMPTS: Mapping[str, str] = {"oracle": ORACLE_SYSTEM_PROMPT, "postgres": POSTGRES_SYSTEM_PROMPT}
+
+SCHEMA_HEADER = "Database schema (DDL):"
+TASK_HEADER = "Task:"
+#: Stands in for an empty earlier answer: providers reject empty assistant messages, and the
+#: model should still see that it answered nothing.
+EMPTY_ANSWER = "-- (no code was given in this answer)"
+
+
+def system_prompt(dialect: str) -> str:
+    try:
+        return SYSTEM_PROMPTS[dialect]
+    except KeyError:
+        raise ValueError(f"no system prompt for dialect {dialect!r}") from None
+
+
+def user_message(task: Task, turn: int) -> str:
+    """The user's request at ``turn``; the first turn of a schema-grounded task carries the DDL."""
+    prompt = task.turns[turn - 1].prompt.strip()
+    if turn == 1 and task.schema_ddl and task.schema_ddl.strip():
+        return f"{SCHEMA_HEADER}\n{task.schema_ddl.strip()}\n\n{TASK_HEADER}\n{prompt}"
+    return prompt
+
+
+def rollout_exchange(turn: Turn, answer: Answer) -> Exchange:
+    """The history entry for a turn the model answered: its own code, as the next turn sees it.
+
+    The prefetcher and the core must build history the same way, or turn 2's cache key differs
+    and it is asked twice.
+    """
+    return Exchange(prompt=turn.prompt, answer=answer.code or "")
+
+
+def build_messages(task: Task, turn: int, history: Sequence[Exchange] = ()) -> list[dict[str, str]]:
+    """Chat messages for ``turn`` (1-based) given the earlier turns' answers.
+
+    The user side is rebuilt from the task so the same conversation always hashes the same way;
+    only the answers come from ``history``.
+    """
+    if not 1 <= turn <= len(task.turns):
+        raise ValueError(f"task {task.id!r} has no turn {turn}")
+    if len(history) != turn - 1:
+        raise ValueError(f"task {task.id!r} turn {turn}: expected {turn - 1} earlier exchanges, got {len(history)}")
+    messages = [{"role": "system", "content": system_prompt(task.dialect)}]
+    for index, exchange in enumerate(history, 1):
+        messages.append({"role": "user", "content": user_message(task, index)})
+        messages.append({"role": "assistant", "content": exchange.answer.strip() or EMPTY_ANSWER})
+    messages.append({"role": "user", "content": user_message(task, turn)})
+    return messages
+
+
+def reference_history(task: Task, turn: int) -> tuple[Exchange, ...]:
+    """History of ``turn`` with the reference answers standing in for the model's own."""
+    return tuple(Exchange(prompt=t.prompt, answer=t.reference or "") for t in task.turns[: turn - 1])
+
+
+def render_prompt(task: Task, history: Sequence[Exchange] | None = None, turn: int | None = None) -> str:
+    """The exact messages sent for ``task``, as text for ``--plsql-show-prompt``.
+
+    With ``history`` (or for a single-turn task) this is the request of one turn (``turn``
+    defaults to the one after the history). Without it, a multi-turn task is shown turn by
+    turn with the reference answers standing in for the model's earlier answers, labelled as
+    such: at run time those assistant messages are the model's own answers.
+    """
+    head = f"=== task {task.id} ({task.subset}, {task.dialect}"
+    if history is not None or len(task.turns) == 1:
+        hist = tuple(history or ())
+        t = turn or len(hist) + 1
+        lines = [f"{head}, turn {t} of {len(task.turns)}) ==="]
+        for msg in build_messages(task, t, hist):
+            lines += [f"--- {msg['role']} ---", msg["content"], ""]
+        return "\n".join(lines).rstrip() + "\n"
+    refs = reference_history(task, len(task.turns))
+    lines = [
+        f"{head}, {len(task.turns)} turns) ===",
+        "Turn t is sent as everything above its user message plus that message. Assistant",
+        "messages below are the REFERENCE answers standing in for the model's own earlier",
+        "answers; at run time the model sees what it answered itself (rollout).",
+        "",
+    ]
+    messages = build_messages(task, len(task.turns), refs)
+    lines += ["--- system ---", messages[0]["content"], ""]
+    for index, msg in enumerate(messages[1:]):
+        t = index // 2 + 1
+        if msg["role"] == "user":
+            lines += [f"--- turn {t} of {len(task.turns)}: user ---", msg["content"], ""]
+        else:
+            lines += [f"--- turn {t}: assistant [reference answer standing in for the model's own] ---",
+                      msg["content"], ""]
+    return "\n".join(lines).rstrip() + "\n"

@@ -1,0 +1,248 @@
+"""The pytest plugin: options, collection of benchmark items, results on the controller.
+
+Nothing happens unless ``--subset`` is given, so installing the plugin changes no other
+project's test run.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import os
+from pathlib import Path
+from typing import Any, Generator
+
+import pytest
+
+from . import hooks
+from .collect import HARNESS_KEY, Harness, PlsqlItem, build_items, make_record, scope_of
+from .errors import PlsqlBenchError, UsageError
+from .manifests import Manifest, discover
+from .results import ResultsCollector
+from .settings import Settings, add_options
+from .state import SETTINGS_KEY, get_settings, is_active, worker_count, worker_id
+from .summary import summary_lines
+from .tasks import Task
+
+log = logging.getLogger(__name__)
+
+TASKS_KEY = pytest.StashKey[dict[str, tuple[Path | None, list[Task]]]]()
+RESULTS_KEY = pytest.StashKey[ResultsCollector]()
+
+#: Built-in plugins: each implements some of our hookspecs with ``trylast`` impls.
+BUILTIN_PLUGINS = (
+    "pytest_plsqlbench.builtin_answers",
+    "pytest_plsqlbench.loaders.yaml_tasks",
+    "pytest_plsqlbench.loaders.mbpp",
+    "pytest_plsqlbench.loaders.plsqlbench",
+    "pytest_plsqlbench.generation.plugin",
+)
+
+
+def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
+    pluginmanager.add_hookspecs(hooks)
+    for name in BUILTIN_PLUGINS:
+        try:
+            module = importlib.import_module(name)
+        except ModuleNotFoundError as exc:
+            if exc.name != name:
+                raise
+            continue
+        if not pluginmanager.is_registered(module):
+            pluginmanager.register(module, f"plsqlbench-{name.rsplit('.', 1)[-1]}")
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    add_options(parser)
+
+
+def _settings(config: pytest.Config) -> Settings:
+    try:
+        return Settings.from_config(config)
+    except UsageError as exc:
+        raise pytest.UsageError(str(exc)) from None
+
+
+def _manifests(config: pytest.Config, settings: Settings) -> list[Manifest]:
+    try:
+        known = discover(settings.task_dirs)
+    except UsageError as exc:
+        raise pytest.UsageError(str(exc)) from None
+    unknown = [s for s in settings.subsets if s not in known]
+    if unknown:
+        raise pytest.UsageError(
+            f"unknown subset(s) {', '.join(unknown)}; known subsets: {', '.join(sorted(known))}"
+        )
+    chosen = [known[s] for s in settings.subsets]
+    for manifest in chosen:
+        if settings.dialect not in manifest.dialects:
+            raise pytest.UsageError(
+                f"subset {manifest.name!r} exists only for {', '.join(manifest.dialects)}, "
+                f"not for --plsql-dialect={settings.dialect}"
+            )
+    return chosen
+
+
+def load_tasks(config: pytest.Config, settings: Settings) -> dict[str, tuple[Path | None, list[Task]]]:
+    """Every selected subset's tasks in the run's dialect, sharded if asked."""
+    out: dict[str, tuple[Path | None, list[Task]]] = {}
+    for manifest in _manifests(config, settings):
+        try:
+            tasks = config.hook.pytest_plsql_load_subset(config=config, manifest=manifest, settings=settings)
+        except PlsqlBenchError as exc:
+            raise pytest.UsageError(str(exc)) from None
+        if tasks is None:
+            raise pytest.UsageError(
+                f"subset {manifest.name!r}: no installed plugin loads manifests with loader {manifest.loader!r}"
+            )
+        out[manifest.name] = (manifest.path, list(tasks))
+    if settings.shard:
+        index, count = settings.shard
+        ordered = sorted((subset, t.id) for subset, (_, ts) in out.items() for t in ts)
+        keep = {key for n, key in enumerate(ordered) if n % count == index - 1}
+        out = {s: (p, [t for t in ts if (s, t.id) in keep]) for s, (p, ts) in out.items()}
+    return out
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_cmdline_main(config: pytest.Config) -> int | None:
+    """``--plsql-show-prompt TASK_ID``: print the exact messages and stop."""
+    if not config.getoption("plsql_show_prompt", None):
+        return None
+    settings = _settings(config)
+    if not settings.subsets:
+        raise pytest.UsageError("--plsql-show-prompt needs --subset to know where TASK_ID is")
+    config.stash[SETTINGS_KEY] = settings
+    wanted = settings.show_prompt
+    for _, tasks in load_tasks(config, settings).values():
+        for task in tasks:
+            if wanted in (task.id, task.node_name):
+                from .generation.prompts import render_prompt
+
+                print(render_prompt(task))
+                return 0
+    raise pytest.UsageError(f"--plsql-show-prompt: no task {wanted!r} in subset(s) {', '.join(settings.subsets)}")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    settings = _settings(config)
+    config.stash[SETTINGS_KEY] = settings
+    if not settings.subsets:
+        return
+    for line in (
+        "plsql: a PL/SQL benchmark item (pytest-plsqlbench)",
+        "singleturn: item of a single-turn benchmark task",
+        "multiturn: item of a multi-turn benchmark task",
+        "dialect_postgres: item run in PostgreSQL",
+        "dialect_oracle: item run in Oracle",
+    ):
+        config.addinivalue_line("markers", line)
+    collect_only = config.getoption("collectonly", False)
+    if settings.model is None and settings.answers is None and not collect_only:
+        raise pytest.UsageError(
+            "--subset needs answers: --plsql-model=reference (the reference answers), "
+            "--plsql-model=<litellm model or alias>, or --plsql-answers=FILE.jsonl"
+        )
+    tasks = load_tasks(config, settings)
+    config.stash[TASKS_KEY] = tasks
+    known = {m.split(":")[0] for m in config.getini("markers")}
+    for _, ts in tasks.values():
+        for task in ts:
+            for mark in (f"subset_{task.subset.replace('-', '_')}", *task.markers):
+                if mark not in known:
+                    config.addinivalue_line("markers", f"{mark}: benchmark task marker")
+                    known.add(mark)
+    if getattr(config, "workerinput", None) is None:
+        collector = ResultsCollector(config, settings)
+        config.stash[RESULTS_KEY] = collector
+        config.pluginmanager.register(collector, "plsqlbench-results")
+    config.stash[HARNESS_KEY] = Harness(config, settings)
+    if settings.model not in (None, "reference") or settings.answers:
+        os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    harness = config.stash.get(HARNESS_KEY, None)
+    if harness is not None:
+        harness.close()
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_plsql_make_backend(config: pytest.Config, settings: Settings):  # noqa: ANN201
+    from .runner import make_backend
+
+    return make_backend(settings, worker_id(config))
+
+
+def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
+    """A benchmark run collects only benchmark items unless test paths were given explicitly."""
+    if is_active(config) and config.args_source != pytest.Config.ArgsSource.ARGS:
+        return True
+    return None
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
+    if not is_active(config):
+        return
+    new = build_items(config, session, config.stash[TASKS_KEY])
+    items.extend(new)
+    # Let the terminal reporter count them ("collected N items").
+    for subset in {i.task_node.parent for i in new}:
+        session.ihook.pytest_collectreport(
+            report=pytest.CollectReport(subset.nodeid, "passed", None, [i for i in new if i.task_node.parent is subset])
+        )
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    config = session.config
+    if not is_active(config) or config.getoption("collectonly", False):
+        return
+    tasks = list({id(i.task_node.task): i.task_node.task for i in session.items if isinstance(i, PlsqlItem)}.values())
+    if tasks:
+        config.hook.pytest_plsql_prefetch(config=config, tasks=tasks)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, Any, Any]:
+    report = yield
+    if isinstance(item, PlsqlItem) and call.when in ("setup", "call") and not (call.when == "setup" and report.passed):
+        rec = make_record(item, call.when, call.excinfo)
+        report.plsql = rec
+        report.user_properties.append(("failure_class", rec["failure_class"]))
+    return report
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """Keep each task's items on one worker (its answer is installed once there)."""
+    if not is_active(config) or config.getoption("dist", "load") in ("each", "no"):
+        return None
+    from .scheduler import TaskScheduling
+
+    return TaskScheduling(config, log)
+
+
+def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+    collector = config.stash.get(RESULTS_KEY, None)
+    if collector is None or not collector.records:
+        return
+    terminalreporter.write_sep("=", "PLSQLBench summary")
+    for line in summary_lines(collector.document(), config.get_verbosity()):
+        terminalreporter.write_line(line)
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    config = session.config
+    collector = config.stash.get(RESULTS_KEY, None)
+    if collector is None or not collector.records:
+        return
+    document = collector.document()
+    config.hook.pytest_plsql_results(config=config, results=document)
+    settings = get_settings(config)
+    if settings.results is not None:
+        collector.write(settings.results)
+
+
+__all__ = ["scope_of", "worker_count"]
