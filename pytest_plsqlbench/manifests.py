@@ -12,6 +12,10 @@ A manifest looks like::
       sha256: ...                # checked after download (null: recorded on first download)
       file: MbppPlus.jsonl       # file inside the download (archives) or the local directory
     options: {...}               # loader-specific
+    paper:                       # optional: how the subset maps onto the paper / leaderboard
+      leaderboard: mbpp_plus     # key in plsqlbench.github.io data/leaderboard.json `scores`
+      split: test                # dev | test (for the site's overall means)
+      comparable_metric: suite_pass   # which of our metrics equals the paper's figure
 """
 
 from __future__ import annotations
@@ -46,6 +50,7 @@ class Manifest:
     description: str = ""
     source: Source | None = None
     options: Mapping[str, Any] = field(default_factory=dict)
+    paper: Mapping[str, Any] = field(default_factory=dict)
 
     @property
     def directory(self) -> Path:
@@ -87,6 +92,9 @@ def load_manifest(path: Path) -> Manifest:
     options = data.get("options") or {}
     if not isinstance(options, dict):
         raise _fail(path, "'options' must be a mapping")
+    paper = data.get("paper") or {}
+    if not isinstance(paper, dict):
+        raise _fail(path, "'paper' must be a mapping")
     return Manifest(
         name=data["name"].strip(),
         loader=data["loader"].strip(),
@@ -95,6 +103,7 @@ def load_manifest(path: Path) -> Manifest:
         description=str(data.get("description") or "").strip(),
         source=source,
         options=options,
+        paper=paper,
     )
 
 
