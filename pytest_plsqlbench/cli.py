@@ -1,0 +1,74 @@
+"""The ``plsqlbench`` command: data conversion, validation and reports outside pytest.
+
+Each area registers its own subcommands (``register(subparsers)``); a handler returns the
+exit code. Errors the user can fix print one line, not a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import logging
+import sys
+from typing import Sequence
+
+from . import __version__
+from .errors import PlsqlBenchError
+
+#: Modules contributing subcommands.
+COMMAND_MODULES = (
+    "pytest_plsqlbench.convert.cli",
+    "pytest_plsqlbench.reporting.cli",
+)
+
+
+def _cmd_subsets(args: argparse.Namespace) -> int:
+    from .manifests import discover
+
+    for name, manifest in sorted(discover().items()):
+        dialects = ",".join(manifest.dialects)
+        summary = manifest.description.split(". ")[0].strip()
+        print(f"{name:<16} [{dialects}] {summary}")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="plsqlbench",
+        description="PL/SQL benchmark tools (the benchmark itself runs with: pytest --subset NAME).",
+    )
+    parser.add_argument("--version", action="version", version=f"pytest-plsqlbench {__version__}")
+    parser.add_argument("-v", "--verbose", action="store_true", help="log progress")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    p = sub.add_parser("subsets", help="list the known benchmark subsets")
+    p.set_defaults(func=_cmd_subsets)
+    for name in COMMAND_MODULES:
+        try:
+            module = importlib.import_module(name)
+        except ModuleNotFoundError as exc:
+            if not exc.name or not name.startswith(exc.name):
+                raise  # a real import error inside the module
+            continue
+        module.register(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(message)s")
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return 2
+    try:
+        return int(args.func(args) or 0)
+    except PlsqlBenchError as exc:
+        print(f"plsqlbench: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("plsqlbench: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())
