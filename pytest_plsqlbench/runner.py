@@ -108,6 +108,8 @@ class TaskRun:
         self.backend.ensure_fixtures(self.task.fixtures)
         if any(t.kind == "reference" for turn in self.task.turns for t in turn.tests):
             self._capture_reference()
+        if any(t.kind == "rows" and t.expected is None for turn in self.task.turns for t in turn.tests):
+            self._capture_gold()
         self.backend.session().begin_task()
         self.installed_upto = 0
 
@@ -154,6 +156,24 @@ class TaskRun:
                     self.expected[(turn.index, test.id)] = _capture(
                         session.run(script, isolated=True, phase="reference")
                     )
+        finally:
+            session.end_task()
+
+    def _capture_gold(self) -> None:
+        """Expected rows of ``rows`` tests: the gold SQL's result in this database."""
+        session = self.backend.session()
+        session.begin_task()
+        try:
+            for turn in self.task.turns:
+                for test in turn.tests:
+                    if test.kind != "rows" or test.expected is not None:
+                        continue
+                    gold = session.run(str(test.options["gold_sql"]), isolated=True, phase="reference")
+                    if not gold.ok:
+                        assert gold.error is not None
+                        self.reference_error = f"gold SQL of {test.id} failed: {gold.error.short()}"
+                        continue
+                    self.expected[(turn.index, test.id)] = list(gold.lines)
         finally:
             session.end_task()
 
@@ -231,8 +251,10 @@ class TaskRun:
         if state.blocked is not None:
             b = state.blocked
             return TestOutcome(turn_index, test.id, False, b.failure_class, b.message, error_code=b.error_code)
-        if test.kind == "reference" and self.reference_error:
-            return TestOutcome(turn_index, test.id, False, outcomes.INFRASTRUCTURE, self.reference_error)
+        needs_capture = test.kind == "reference" or (test.kind == "rows" and test.expected is None)
+        if needs_capture and (turn_index, test.id) not in self.expected:
+            why = self.reference_error or "no reference output captured"
+            return TestOutcome(turn_index, test.id, False, outcomes.INFRASTRUCTURE, why)
         script = test.script if test.script is not None else (state.answer.code or "")
         execution = self.backend.session().run(script, isolated=True, phase="test")
         return self._judge(turn_index, test, execution)
@@ -257,14 +279,14 @@ class TaskRun:
             )
         if test.kind == "assert":
             return TestOutcome(turn_index, test.id, True)
-        assert test.expected is not None
+        expected = list(test.expected) if test.expected is not None else self.expected[(turn_index, test.id)]
         if test.kind == "rows":
-            ok, why = compare_rows(test.expected, actual, test.options)
+            ok, why = compare_rows(expected, actual, test.options)
         else:
-            ok, why = compare_output(test.expected, actual)
+            ok, why = compare_output(expected, actual)
         if ok:
-            return TestOutcome(turn_index, test.id, True, expected=list(test.expected), actual=actual)
-        return TestOutcome(turn_index, test.id, False, outcomes.WRONG_OUTPUT, why, list(test.expected), actual)
+            return TestOutcome(turn_index, test.id, True, expected=expected, actual=actual)
+        return TestOutcome(turn_index, test.id, False, outcomes.WRONG_OUTPUT, why, expected, actual)
 
 
 # --------------------------------------------------------------------------- conveniences

@@ -18,8 +18,9 @@ Dialect = Literal["postgres", "oracle"]
 #: How a unit test decides pass/fail.
 #: ``assert``    -- the script runs without raising (MBPP assertion blocks).
 #: ``output``    -- captured output lines equal ``expected``.
-#: ``rows``      -- captured output lines equal the gold result rows in ``expected``,
-#:                  up to a bounded set of column permutations (Spider-PLSQL).
+#: ``rows``      -- captured output lines equal the gold result rows, up to a bounded set of
+#:                  column permutations (Spider-PLSQL); the rows are ``expected``, or the
+#:                  result of ``options["gold_sql"]`` run in the worker's database first.
 #: ``reference`` -- captured output equals the output the reference answer produced for the
 #:                  same script in a clean state (Spider2-ST/MT); ``expected`` is filled in at
 #:                  run time.
@@ -68,8 +69,10 @@ class UnitTest:
     def __post_init__(self) -> None:
         if self.kind not in TEST_KINDS:
             raise ValueError(f"unit test {self.id!r}: unknown kind {self.kind!r}")
-        if self.kind in ("output", "rows") and self.expected is None:
-            raise ValueError(f"unit test {self.id!r}: kind {self.kind!r} needs 'expected'")
+        if self.kind == "output" and self.expected is None:
+            raise ValueError(f"unit test {self.id!r}: kind 'output' needs 'expected'")
+        if self.kind == "rows" and self.expected is None and not self.options.get("gold_sql"):
+            raise ValueError(f"unit test {self.id!r}: kind 'rows' needs 'expected' or options.gold_sql")
         if self.expected is not None and not isinstance(self.expected, tuple):
             object.__setattr__(self, "expected", tuple(self.expected))
 
