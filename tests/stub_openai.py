@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Callable, Mapping, Sequence
 
-__all__ = ["Action", "StubServer", "ok", "fenced", "error", "malformed", "slow", "last_user_message"]
+__all__ = ["Action", "StubServer", "demo_task", "error", "fenced", "last_user_message", "malformed", "ok", "slow"]
 
 
 @dataclass(frozen=True)
@@ -238,6 +238,27 @@ class StubServer:
                 "total_tokens": action.prompt_tokens + action.completion_tokens,
             },
         }
+
+
+def demo_task(
+    n: int | str, turns: int = 1, dialect: str = "oracle", subset: str = "demo", schema_ddl: str | None = None
+) -> Any:
+    """A small task (``demo/T<n>``) for generation tests and the benchmark; prompts name the task
+    and turn, so the stub's request log shows who asked what."""
+    from pytest_plsqlbench.tasks import Task, Turn, UnitTest
+
+    return Task(
+        id=f"T{n}",
+        subset=subset,
+        dialect=dialect,  # type: ignore[arg-type]
+        turns=tuple(
+            Turn(index=k, prompt=f"Write procedure p_{n}_{k} (task T{n} turn {k}).",
+                 tests=(UnitTest(id="t1", kind="assert", script="BEGIN NULL; END;"),),
+                 reference=f"CREATE OR REPLACE PROCEDURE p_{n}_{k} IS BEGIN NULL; END;\n/")
+            for k in range(1, turns + 1)
+        ),
+        schema_ddl=schema_ddl,
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:

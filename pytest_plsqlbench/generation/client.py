@@ -1,0 +1,260 @@
+"""One model request through litellm: bounded retries, backoff honouring ``Retry-After``, usage.
+
+litellm is imported here and only here, lazily, on the first real request (``import litellm``
+takes seconds; collection, ``reference`` and cache-only runs never pay for it). Before the import
+the environment is set so litellm uses the cost map bundled with the installed version and never
+fetches anything itself: the only network traffic of a run is to the model endpoint.
+
+litellm's own retries (and the OpenAI SDK's) are switched off so that ``--plsql-retries`` is the
+one bound: a request is tried at most ``1 + retries`` times, retrying 429, 5xx, timeouts,
+connection errors and malformed replies with exponential backoff and jitter, or exactly the
+provider's ``Retry-After`` when it sends one.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import importlib.metadata
+import logging
+import os
+import random
+import threading
+import time
+from dataclasses import dataclass, field
+from types import ModuleType
+from typing import Any, Callable, Mapping, Sequence
+
+log = logging.getLogger(__name__)
+
+#: Environment set before importing litellm (``setdefault``: a user's explicit choice wins).
+LITELLM_ENV = {"LITELLM_LOCAL_MODEL_COST_MAP": "True", "LITELLM_OFFLINE_MODE": "true"}
+#: A provider's Retry-After is honoured up to this many seconds.
+MAX_RETRY_AFTER = 300.0
+#: finish_reason values saying the provider broke off the reply on its side: such a reply is
+#: kept (and scored) but retry-eligible, so the next run asks again. ``length`` is not here: a
+#: reply that ran out of tokens is the model's doing.
+INTERRUPTED_FINISH_REASONS = frozenset({"error", "timeout", "cancelled", "canceled", "abort", "aborted"})
+
+_import_lock = threading.Lock()
+_litellm: ModuleType | None = None
+
+
+def litellm_version() -> str | None:
+    """The installed litellm version, without importing it."""
+    try:
+        return importlib.metadata.version("litellm")
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def runtime_info() -> dict[str, Any]:
+    """What a results header records about generation: litellm version and cost-map source."""
+    cost_map = "local" if os.environ.get("LITELLM_LOCAL_MODEL_COST_MAP", "True").lower() == "true" else "remote"
+    return {"litellm_version": litellm_version(), "cost_map": cost_map}
+
+
+def load_litellm() -> ModuleType:
+    """Import litellm once, offline (see module docstring); safe to call from any thread."""
+    global _litellm
+    with _import_lock:
+        if _litellm is None:
+            for name, value in LITELLM_ENV.items():
+                os.environ.setdefault(name, value)
+            started = time.monotonic()
+            import litellm
+
+            litellm.suppress_debug_info = True
+            litellm.telemetry = False
+            if not os.environ.get("LITELLM_LOG"):
+                # Its INFO lines ("Wrapper: Completed Call") would drown ours.
+                logging.getLogger("LiteLLM").setLevel(logging.WARNING)
+            log.debug("imported litellm %s in %.1fs", litellm_version(), time.monotonic() - started)
+            _litellm = litellm
+    return _litellm
+
+
+def prewarm() -> threading.Thread:
+    """Import litellm in a background thread, so the import overlaps collection and setup."""
+    thread = threading.Thread(target=load_litellm, name="plsql-litellm-import", daemon=True)
+    thread.start()
+    return thread
+
+
+@dataclass(frozen=True)
+class Completion:
+    """A successful reply and what it cost."""
+
+    text: str
+    finish_reason: str | None
+    usage: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def interrupted(self) -> bool:
+        return (self.finish_reason or "").lower() in INTERRUPTED_FINISH_REASONS
+
+
+class ProviderError(Exception):
+    """The provider failed after the allowed retries (or with an error retrying cannot fix)."""
+
+    def __init__(self, message: str, *, transient: bool, attempts: int, status_code: int | None = None,
+                 usage: Mapping[str, Any] | None = None) -> None:
+        super().__init__(message)
+        self.transient = transient
+        self.attempts = attempts
+        self.status_code = status_code
+        self.usage = dict(usage or {})
+
+
+def parse_retry_after(headers: Mapping[str, str] | None) -> float | None:
+    """Seconds to wait from ``retry-after-ms`` / ``Retry-After`` (seconds or HTTP date), or None."""
+    if not headers:
+        return None
+    get = headers.get
+    raw_ms = get("retry-after-ms") or get("Retry-After-Ms")
+    if raw_ms:
+        try:
+            return max(0.0, float(raw_ms) / 1000.0)
+        except ValueError:
+            pass
+    raw = get("retry-after") or get("Retry-After")
+    if not raw:
+        return None
+    try:
+        return max(0.0, float(raw))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(raw)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - time.time())
+
+
+def _status(exc: BaseException) -> int | None:
+    code = getattr(exc, "status_code", None)
+    return code if isinstance(code, int) else None
+
+
+def _headers(exc: BaseException) -> Mapping[str, str] | None:
+    headers = getattr(exc, "litellm_response_headers", None)
+    if headers is None:
+        response = getattr(exc, "response", None)
+        headers = getattr(response, "headers", None)
+    return headers
+
+
+def is_transient(exc: BaseException, litellm: ModuleType) -> bool:
+    """429, 5xx, timeouts, connection failures and malformed replies: worth another try."""
+    transient_types = tuple(
+        t for t in (
+            getattr(litellm, name, None)
+            for name in ("RateLimitError", "Timeout", "APIConnectionError", "InternalServerError",
+                         "ServiceUnavailableError", "BadGatewayError")
+        ) if isinstance(t, type)
+    )
+    if isinstance(exc, transient_types) or isinstance(exc, (TimeoutError, ConnectionError)):
+        return True
+    status = _status(exc)
+    if status is not None:
+        return status in (408, 409, 425, 429) or status >= 500
+    return isinstance(exc, getattr(litellm, "APIError", ())) or type(exc).__name__ in ("JSONDecodeError",)
+
+
+class ModelClient:
+    """Chat completions for one model with the run's parameters; thread-safe."""
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        api_base: str | None = None,
+        temperature: float = 0.0,
+        max_tokens: int = 8192,
+        timeout: float = 300.0,
+        retries: int = 5,
+        backoff_base: float = 1.0,
+        backoff_max: float = 60.0,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self.model = model
+        self.api_base = api_base
+        self.temperature = temperature
+        self.max_tokens = max_tokens
+        self.timeout = timeout
+        self.retries = retries
+        self.backoff_base = backoff_base
+        self.backoff_max = backoff_max
+        self._sleep = sleep
+        self._rng = random.Random()
+
+    def backoff(self, attempt: int, retry_after: float | None) -> float:
+        """Delay before retry number ``attempt`` (1-based): Retry-After if given, else
+        exponential backoff with equal jitter."""
+        if retry_after is not None:
+            return min(retry_after, MAX_RETRY_AFTER)
+        ceiling = min(self.backoff_max, self.backoff_base * 2 ** (attempt - 1))
+        return ceiling / 2 + self._rng.uniform(0, ceiling / 2)
+
+    def complete(self, messages: Sequence[Mapping[str, str]]) -> Completion:
+        """The reply to ``messages``; raises :class:`ProviderError` once retries are spent."""
+        litellm = load_litellm()
+        started = time.monotonic()
+        attempts = 0
+        while True:
+            attempts += 1
+            t0 = time.monotonic()
+            try:
+                response = litellm.completion(
+                    model=self.model,
+                    messages=[dict(m) for m in messages],
+                    temperature=self.temperature,
+                    max_tokens=self.max_tokens,
+                    timeout=self.timeout,
+                    api_base=self.api_base,
+                    num_retries=0,
+                    max_retries=0,
+                    drop_params=True,
+                )
+            except Exception as exc:  # noqa: BLE001 - every provider failure is reported, the run goes on
+                transient = is_transient(exc, litellm)
+                message = f"{type(exc).__name__}: {str(exc).strip() or 'no message'}"
+                if len(message) > 500:
+                    message = message[:500] + " ..."
+                if not transient or attempts > self.retries:
+                    usage = {"attempts": attempts, "elapsed_s": round(time.monotonic() - started, 3), "model": self.model}
+                    raise ProviderError(
+                        message if transient else f"{message} (not retried)",
+                        transient=transient, attempts=attempts, status_code=_status(exc), usage=usage,
+                    ) from exc
+                delay = self.backoff(attempts, parse_retry_after(_headers(exc)))
+                log.info("%s: attempt %d failed (%s); retrying in %.2fs", self.model, attempts, message[:120], delay)
+                self._sleep(delay)
+                continue
+            latency = time.monotonic() - t0
+            return self._completion(litellm, response, latency, attempts, time.monotonic() - started)
+
+    def _completion(self, litellm: ModuleType, response: Any, latency: float, attempts: int,
+                    elapsed: float) -> Completion:
+        choice = response.choices[0] if getattr(response, "choices", None) else None
+        message = getattr(choice, "message", None)
+        text = getattr(message, "content", None) or ""
+        if not isinstance(text, str):
+            text = str(text)
+        usage_obj = getattr(response, "usage", None)
+        cost: float | None
+        try:
+            cost = float(litellm.completion_cost(completion_response=response))
+        except Exception:  # noqa: BLE001 - unknown models have no price: cost unknown, not an error
+            cost = None
+        usage = {
+            "model": self.model,
+            "prompt_tokens": getattr(usage_obj, "prompt_tokens", None),
+            "completion_tokens": getattr(usage_obj, "completion_tokens", None),
+            "cost_usd": cost,
+            "latency_s": round(latency, 3),
+            "elapsed_s": round(elapsed, 3),
+            "attempts": attempts,
+            "finish_reason": getattr(choice, "finish_reason", None),
+            **runtime_info(),
+        }
+        return Completion(text=text, finish_reason=usage["finish_reason"], usage=usage)

@@ -1,0 +1,187 @@
+"""The generation hooks: answers from any litellm model, cached, prefetched, with progress.
+
+Both hookimpls are ``trylast``, so a conftest or plugin implementing ``pytest_plsql_generate``
+wins, and both step aside (return None / do nothing) for ``--plsql-answers``, ``reference`` or no
+model -- the core's built-in answer sources handle those. Registered by the core plugin
+(``pytest_plsqlbench.plugin``); every hook here is safe to receive late (``pytest_configure`` is
+historic) and does nothing unless a run with a real model is configured.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Sequence
+
+import pytest
+
+from .. import state
+from ..answers import Answer, Exchange
+from ..settings import Settings
+from ..tasks import Task
+from .cache import AnswerCache
+from .client import ModelClient, prewarm
+from .models import is_real_model, resolve_model
+from .prefetch import Prefetcher, worker_index
+from .progress import ProgressReporter, ProgressWriter, progress_dir
+from .service import AnswerService
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Generation:
+    """Per-process generation state, kept on ``config.stash``."""
+
+    settings: Settings
+    model: str
+    run_id: str
+    cache: AnswerCache
+    service: AnswerService
+    prefetcher: Prefetcher | None = None
+    reporter: ProgressReporter | None = None
+
+
+GENERATION_KEY = pytest.StashKey[Generation]()
+RUN_ID_KEY = pytest.StashKey[str]()
+_SETUP_KEY = pytest.StashKey[bool]()
+
+
+def model_settings(config: pytest.Config) -> Settings | None:
+    """The run's settings if answers come from a real model through this layer, else None."""
+    if state.SETTINGS_KEY not in config.stash:
+        return None
+    settings = state.get_settings(config)
+    if settings.answers is not None or not is_real_model(settings.model):
+        return None
+    return settings
+
+
+def cache_root(config: pytest.Config, settings: Settings) -> Path:
+    """``--plsql-cache`` resolved against the invocation directory (the same on every worker)."""
+    root = settings.cache.expanduser()
+    return root if root.is_absolute() else Path(config.invocation_params.dir) / root
+
+
+def run_id(config: pytest.Config) -> str:
+    """The id shared by every process of this run (xdist's ``testrunuid``)."""
+    workerinput = getattr(config, "workerinput", None)
+    if workerinput and workerinput.get("testrunuid"):
+        return str(workerinput["testrunuid"])
+    if RUN_ID_KEY not in config.stash:
+        config.stash[RUN_ID_KEY] = getattr(config.option, "testrunuid", None) or uuid.uuid4().hex
+    return config.stash[RUN_ID_KEY]
+
+
+def generation(config: pytest.Config, settings: Settings) -> Generation:
+    """This process's :class:`Generation`, created on first use."""
+    if GENERATION_KEY in config.stash:
+        return config.stash[GENERATION_KEY]
+    model = resolve_model(settings.model or "", settings.model_aliases)
+    cache = AnswerCache(cache_root(config, settings))
+
+    def make_client() -> ModelClient:
+        return ModelClient(
+            model,
+            api_base=settings.api_base,
+            temperature=settings.temperature,
+            max_tokens=settings.max_tokens,
+            timeout=settings.request_timeout,
+            retries=settings.retries,
+        )
+
+    service = AnswerService(
+        model=model,
+        cache=cache,
+        run_id=run_id(config),
+        client_factory=make_client,
+        temperature=settings.temperature,
+        max_tokens=settings.max_tokens,
+        concurrency=settings.concurrency,
+        cache_only=settings.cache_only,
+        regenerate=settings.regenerate,
+    )
+    gen = Generation(settings=settings, model=model, run_id=service.run_id, cache=cache, service=service)
+    config.stash[GENERATION_KEY] = gen
+    return gen
+
+
+# ---------------------------------------------------------------------------------------- hooks
+@pytest.hookimpl(trylast=True)
+def pytest_plsql_generate(
+    config: pytest.Config, task: Task, turn: int, history: Sequence[Exchange], sample: int
+) -> Answer | None:
+    settings = model_settings(config)
+    if settings is None:
+        return None
+    return generation(config, settings).service.obtain(task, turn, tuple(history), sample)
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_plsql_prefetch(config: pytest.Config, tasks: Sequence[Task]) -> None:
+    settings = model_settings(config)
+    if settings is None or not tasks:
+        return
+    gen = generation(config, settings)
+    if gen.prefetcher is not None:
+        return
+    wid = state.worker_id(config)
+    count = state.worker_count(config)
+    index = worker_index(wid)
+    prefetcher = Prefetcher(
+        gen.service, tasks, samples=settings.samples, concurrency=settings.concurrency,
+        worker_index=index, worker_count=count, steal=not settings.cache_only,
+    )
+    prefetcher.progress = ProgressWriter(
+        progress_dir(gen.cache.root, gen.run_id) / f"{wid}.json", wid, prefetcher.own_total,
+        len(tasks) * settings.samples,
+    )
+    gen.prefetcher = prefetcher.start()
+    log.info("%s: prefetching %d of %d tasks with %s (concurrency %d)", wid, prefetcher.own_total,
+             len(tasks) * settings.samples, gen.model, settings.concurrency)
+
+
+def _setup(config: pytest.Config) -> None:
+    """Idempotent per-process setup once settings exist (configure may run before the core's)."""
+    settings = model_settings(config)
+    if settings is None or config.stash.get(_SETUP_KEY, False):
+        return
+    config.stash[_SETUP_KEY] = True
+    if state.is_xdist_controller(config):
+        # Workers take xdist's testrunuid; fixing it here lets the controller find their progress.
+        if getattr(config.option, "testrunuid", None) is None:
+            config.option.testrunuid = uuid.uuid4().hex
+        return
+    if not settings.cache_only and not settings.show_prompt:
+        prewarm()  # litellm's import (seconds) overlaps collection and database start-up
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    _setup(config)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_sessionstart(session: pytest.Session) -> None:
+    config = session.config
+    _setup(config)
+    settings = model_settings(config)
+    if settings is None or settings.show_prompt or getattr(config, "workerinput", None) is not None:
+        return
+    terminal = config.pluginmanager.get_plugin("terminalreporter")
+    write = terminal.write_line if terminal is not None else (lambda line: None)
+    gen = generation(config, settings)
+    gen.reporter = ProgressReporter(progress_dir(gen.cache.root, gen.run_id), write).start()
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    gen = config.stash.get(GENERATION_KEY, None)
+    if gen is None:
+        return
+    if gen.prefetcher is not None:
+        gen.prefetcher.stop()
+        if gen.prefetcher.progress is not None:
+            gen.prefetcher.progress.flush()
+    if gen.reporter is not None:
+        gen.reporter.stop(cleanup=True)

@@ -1,0 +1,148 @@
+"""Answers ahead of the tests: each worker generates its share of conversations in the background.
+
+Every xdist worker collects every task but runs only some, chosen dynamically, so a worker cannot
+know which answers it will need. Instead the conversations (task x sample) are split
+deterministically by worker index: worker *i* of *n* prefetches conversation *k* when
+``k % n == i``, with ``concurrency`` daemon threads, turn after turn (each turn needs the earlier
+answers), conversations in parallel. When its share is done it helps with the others' shares from
+their tail, skipping any key another process holds. A worker whose test needs an answer from
+another share just asks :class:`AnswerService` for it: it waits on that key's file lock and reads
+the cache, or generates it itself if nobody has started. Locks plus the re-read after locking are
+what make it one request per key for the whole run; the split only spreads the work.
+
+The threads are daemons: a run interrupted mid-generation exits without waiting for requests in
+flight, and what was finished is in the cache (atomically written) for the next run.
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+import threading
+from dataclasses import dataclass
+from typing import Sequence
+
+from ..answers import Answer
+from ..tasks import Task
+from .progress import ProgressWriter, classify
+from .prompts import rollout_exchange
+from .service import AnswerService
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Job:
+    task: Task
+    sample: int
+    own: bool
+    #: Tried once without waiting and found another thread/process on it: now wait.
+    deferred: bool = False
+
+
+def partition(n_items: int, worker_index: int, worker_count: int) -> list[bool]:
+    """Which of ``n_items`` (in collection order) are this worker's own share."""
+    if worker_count <= 1:
+        return [True] * n_items
+    return [k % worker_count == worker_index for k in range(n_items)]
+
+
+def worker_index(worker_id: str) -> int:
+    """``gw3`` -> 3; anything else (``main``) -> 0."""
+    digits = worker_id[2:] if worker_id.startswith("gw") else ""
+    return int(digits) if digits.isdigit() else 0
+
+
+class Prefetcher:
+    """Background generation of this worker's share; see the module docstring."""
+
+    def __init__(
+        self,
+        service: AnswerService,
+        tasks: Sequence[Task],
+        *,
+        samples: int = 1,
+        concurrency: int = 4,
+        worker_index: int = 0,
+        worker_count: int = 1,
+        progress: ProgressWriter | None = None,
+        steal: bool = True,
+    ) -> None:
+        self.service = service
+        self.concurrency = concurrency
+        self.progress = progress
+        conversations = [(task, s) for task in tasks for s in range(samples)]
+        own = partition(len(conversations), worker_index, worker_count)
+        jobs = [Job(t, s, True) for (t, s), mine in zip(conversations, own) if mine]
+        if steal:
+            jobs += [Job(t, s, False) for (t, s), mine in reversed(list(zip(conversations, own))) if not mine]
+        self.own_total = sum(own)
+        self._queue: collections.deque[Job] = collections.deque(jobs)
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._threads: list[threading.Thread] = []
+        self._done = threading.Event()
+        self._running = 0
+
+    def start(self) -> "Prefetcher":
+        n = max(1, min(self.concurrency, len(self._queue)))
+        if not self._queue:
+            self._done.set()
+            return self
+        self._running = n
+        for i in range(n):
+            thread = threading.Thread(target=self._worker, name=f"plsql-prefetch-{i}", daemon=True)
+            self._threads.append(thread)
+            thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Stop taking new work; requests in flight finish (or die with the process)."""
+        self._stop.set()
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Block until every thread has finished; True if they have."""
+        return self._done.wait(timeout)
+
+    # ------------------------------------------------------------------ threads
+    def _next(self) -> Job | None:
+        with self._lock:
+            return self._queue.popleft() if self._queue and not self._stop.is_set() else None
+
+    def _worker(self) -> None:
+        try:
+            while (job := self._next()) is not None:
+                try:
+                    finished = self._run(job)
+                except Exception:  # noqa: BLE001 - a prefetch bug must not kill the run; tests ask again
+                    log.exception("prefetch of %s failed unexpectedly", job.task.id)
+                    continue
+                if not finished and job.own and not job.deferred:
+                    job.deferred = True
+                    with self._lock:
+                        self._queue.append(job)
+        finally:
+            with self._lock:
+                self._running -= 1
+                if self._running == 0:
+                    self._done.set()
+                    if self.progress is not None:
+                        self.progress.flush()
+
+    def _run(self, job: Job) -> bool:
+        """Generate one conversation; False if a key was busy elsewhere and we did not wait."""
+        task = job.task
+        answers: list[Answer] = []
+        for turn in task.turns:
+            if self._stop.is_set():
+                return True
+            history = tuple(rollout_exchange(t, a) for t, a in zip(task.turns, answers))
+            answer = self.service.obtain(task, turn.index, history, job.sample, blocking=job.own and job.deferred)
+            if answer is None:
+                return False
+            answers.append(answer)
+            if answer.status != "ok":
+                break  # a later turn needs this one's answer
+        if job.own and self.progress is not None:
+            self.progress.record(classify(answers))
+        return True

@@ -1,0 +1,176 @@
+"""Progress of long generations: tasks generated / cached / failed, across xdist workers.
+
+Workers cannot write to the controller's terminal, so each test-running process keeps its
+counts in ``<cache>/.progress/<run id>/<worker>.json`` (rewritten atomically, at most twice a
+second), and the process that owns the terminal -- the xdist controller, or the only process
+with ``-n 0`` -- reads them in a background thread and prints a line now and then through the
+terminal reporter (and the log). Short generations print nothing.
+
+A task (conversation, per sample) is counted once, by the worker whose prefetch partition it is
+in: ``generated`` if any of its turns was answered by the model during this run, ``cached`` if
+all came from earlier runs, ``failed`` if a turn ended in a provider error, ``not_generated`` if a
+turn had no answer (``--plsql-cache-only``).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+from ..answers import Answer
+
+log = logging.getLogger(__name__)
+
+KINDS = ("generated", "cached", "failed", "not_generated")
+
+
+def progress_dir(cache_root: Path, run_id: str) -> Path:
+    return Path(cache_root) / ".progress" / run_id
+
+
+def classify(answers: Sequence[Answer]) -> str:
+    """The progress kind of one conversation from its turns' answers."""
+    if any(a.status == "error" for a in answers):
+        return "failed"
+    if any(a.status == "not_generated" for a in answers):
+        return "not_generated"
+    if any(not a.usage.get("cached") for a in answers):
+        return "generated"
+    return "cached"
+
+
+class ProgressWriter:
+    """This worker's counts, kept in memory and mirrored to its progress file."""
+
+    def __init__(self, path: Path | None, worker: str, own_total: int, total: int, min_interval: float = 0.5) -> None:
+        self.path = path
+        self.worker = worker
+        self.own_total = own_total
+        self.total = total
+        self.counts = dict.fromkeys(KINDS, 0)
+        self._lock = threading.Lock()
+        self._last_write = 0.0
+        self._min_interval = min_interval
+
+    @property
+    def done(self) -> int:
+        return sum(self.counts.values())
+
+    def record(self, kind: str) -> None:
+        with self._lock:
+            self.counts[kind] += 1
+            due = self.done >= self.own_total or time.monotonic() - self._last_write >= self._min_interval
+        if due:
+            self.flush()
+
+    def snapshot(self) -> dict[str, Any]:
+        with self._lock:
+            return {"worker": self.worker, "own_total": self.own_total, "total": self.total, "done": self.done,
+                    **self.counts}
+
+    def flush(self) -> None:
+        if self.path is None:
+            return
+        data = self.snapshot()
+        with self._lock:
+            self._last_write = time.monotonic()
+            try:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                fd, tmp = tempfile.mkstemp(prefix=f".{self.path.name}.", dir=self.path.parent)
+                with os.fdopen(fd, "w", encoding="utf-8") as fh:
+                    json.dump(data, fh)
+                os.replace(tmp, self.path)
+            except OSError as exc:
+                log.debug("cannot write progress file %s: %s", self.path, exc)
+
+
+def read_progress(directory: Path) -> dict[str, Any] | None:
+    """Counts summed over the workers' files in ``directory``, or None if there are none."""
+    try:
+        files = sorted(directory.glob("*.json"))
+    except OSError:
+        return None
+    if not files:
+        return None
+    out: dict[str, Any] = dict.fromkeys(KINDS, 0)
+    out.update(done=0, total=0, workers=0)
+    for path in files:
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        out["workers"] += 1
+        out["total"] = max(out["total"], int(data.get("total") or 0))
+        for name in (*KINDS, "done"):
+            out[name] += int(data.get(name) or 0)
+    return out
+
+
+def format_progress(p: dict[str, Any]) -> str:
+    line = (f"plsql generation: {p['done']}/{p['total']} tasks -- {p['generated']} generated, "
+            f"{p['cached']} cached, {p['failed']} failed")
+    if p.get("not_generated"):
+        line += f", {p['not_generated']} not generated"
+    return line
+
+
+class ProgressReporter:
+    """A daemon thread that prints aggregated progress every ``interval`` seconds while
+    generation runs, starting only after ``delay`` seconds (short generations stay quiet)."""
+
+    def __init__(self, directory: Path, write: Callable[[str], None], *, delay: float = 5.0,
+                 interval: float = 10.0, poll: float = 0.5) -> None:
+        self.directory = directory
+        self._write = write
+        self._delay = delay
+        self._interval = interval
+        self._poll = poll
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="plsql-progress", daemon=True)
+        self.lines: list[str] = []
+
+    def start(self) -> "ProgressReporter":
+        self._thread.start()
+        return self
+
+    def stop(self, cleanup: bool = True) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout=2)
+        if cleanup:
+            shutil.rmtree(self.directory, ignore_errors=True)
+
+    def _emit(self, line: str) -> None:
+        self.lines.append(line)
+        log.info(line)
+        try:
+            self._write(line)
+        except Exception:  # noqa: BLE001 - a progress line must never break the run
+            log.debug("cannot write progress line", exc_info=True)
+
+    def _run(self) -> None:
+        first_seen: float | None = None
+        last_print = 0.0
+        last_line = ""
+        while not self._stop.wait(self._poll):
+            progress = read_progress(self.directory)
+            if progress is None:
+                continue
+            now = time.monotonic()
+            first_seen = first_seen or now
+            line = format_progress(progress)
+            complete = progress["total"] and progress["done"] >= progress["total"]
+            if complete:
+                if last_line and line != last_line:
+                    self._emit(line)
+                return
+            if now - first_seen >= self._delay and now - last_print >= self._interval and line != last_line:
+                self._emit(line)
+                last_print, last_line = now, line

@@ -1,0 +1,175 @@
+"""One answer per key per run: cache first, then the model, under per-key locks.
+
+:meth:`AnswerService.obtain` is what both the generate hook and the prefetch threads call. For a
+key it returns, in order: the answer this process already has; a cached record that the
+regeneration policy accepts; or -- holding the key's in-process lock and its file lock, and after
+looking at the cache once more -- a fresh model answer, written to the cache before the lock is
+released. A record written by the *current* run (any worker) is final for the run, errors
+included, so a key is never asked twice in one run; records of earlier runs that failed, are
+empty or are retry-eligible are asked again (paper App. G). With ``cache_only`` the model is never
+called and litellm never imported.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from typing import Callable, Sequence
+
+from ..answers import Answer, Exchange
+from ..tasks import Task
+from .cache import AnswerCache, Record, Request
+from .client import ModelClient, ProviderError, runtime_info
+from .extract import extract_code
+from .prompts import build_messages
+
+log = logging.getLogger(__name__)
+
+
+class AnswerService:
+    """Answers for one model and parameter set, shared by all threads of a process."""
+
+    def __init__(
+        self,
+        *,
+        model: str,
+        cache: AnswerCache,
+        run_id: str,
+        client_factory: Callable[[], ModelClient],
+        temperature: float = 0.0,
+        max_tokens: int = 8192,
+        concurrency: int = 4,
+        cache_only: bool = False,
+        regenerate: bool = False,
+    ) -> None:
+        self.model = model
+        self.cache = cache
+        self.run_id = run_id
+        self.temperature = temperature
+        self.max_tokens = max_tokens
+        self.cache_only = cache_only
+        self.regenerate = regenerate
+        self._client_factory = client_factory
+        self._client: ModelClient | None = None
+        self._slots = threading.BoundedSemaphore(concurrency)
+        self._guard = threading.Lock()
+        self._key_locks: dict[str, threading.Lock] = {}
+        self._memo: dict[str, Answer] = {}
+        #: Model requests made by this process (each may include retries), for tests and logs.
+        self.requests = 0
+
+    # ------------------------------------------------------------------ building requests
+    def request(self, task: Task, turn: int, history: Sequence[Exchange], sample: int) -> Request:
+        return Request(
+            model=self.model,
+            messages=tuple(build_messages(task, turn, history)),
+            temperature=self.temperature,
+            max_tokens=self.max_tokens,
+            sample=sample,
+            task_id=task.id,
+            subset=task.subset,
+            turn=turn,
+        )
+
+    def _key_lock(self, key: str) -> threading.Lock:
+        with self._guard:
+            return self._key_locks.setdefault(key, threading.Lock())
+
+    @property
+    def client(self) -> ModelClient:
+        with self._guard:
+            if self._client is None:
+                self._client = self._client_factory()
+            return self._client
+
+    # ------------------------------------------------------------------ the one entry point
+    def obtain(
+        self, task: Task, turn: int, history: Sequence[Exchange], sample: int = 0, *, blocking: bool = True
+    ) -> Answer | None:
+        """The answer for ``task`` at ``turn``; None only when not ``blocking`` and another
+        thread or process is generating it right now."""
+        req = self.request(task, turn, history, sample)
+        key = req.key
+        if key in self._memo:
+            return self._memo[key]
+        key_lock = self._key_lock(key)
+        if not key_lock.acquire(blocking=blocking):
+            return None
+        try:
+            if key in self._memo:
+                return self._memo[key]
+            answer = self._from_cache(req, task)
+            if answer is None and self.cache_only:
+                answer = Answer.missing(
+                    f"no cached answer for {req.describe()} from {self.model} in {self.cache.root} "
+                    "(--plsql-cache-only never calls the model)",
+                    source="cache",
+                )
+            if answer is None:
+                with self.cache.lock(req, blocking=blocking) as held:
+                    if not held:
+                        return None
+                    answer = self._from_cache(req, task) or self._generate(req, task)
+            self._memo[key] = answer
+            return answer
+        finally:
+            key_lock.release()
+
+    # ------------------------------------------------------------------ cache side
+    def _from_cache(self, req: Request, task: Task) -> Answer | None:
+        record = self.cache.read(req)
+        if record is None:
+            return None
+        this_run = bool(record.run_id) and record.run_id == self.run_id
+        if self.cache_only and not this_run:
+            if record.status != "ok":
+                return Answer.missing(
+                    f"the cached entry for {req.describe()} is a provider error from an earlier run "
+                    f"({record.error}); --plsql-cache-only does not ask again",
+                    source="cache",
+                )
+            return self._answer(record, req, cached=True)
+        if not this_run:
+            reason = "--plsql-regenerate" if self.regenerate else record.regenerate_reason()
+            if reason:
+                log.info("answer cache: regenerating %s (%s)", req.describe(), reason)
+                return None
+        return self._answer(record, req, cached=not this_run)
+
+    def _answer(self, record: Record, req: Request, *, cached: bool) -> Answer:
+        usage = {**record.usage, "status": record.status, "cached": cached}
+        source = "cache" if cached else "model"
+        if record.status != "ok":
+            return Answer(code=None, status="error", raw=record.raw, error=record.error, source=source,
+                          cache_key=record.key, usage=usage)
+        return Answer(code=record.code or "", status="ok", raw=record.raw, source=source,
+                      cache_key=record.key, usage=usage)
+
+    # ------------------------------------------------------------------ model side
+    def _generate(self, req: Request, task: Task) -> Answer:
+        key = req.key
+        with self._slots:
+            with self._guard:
+                self.requests += 1
+            try:
+                completion = self.client.complete(req.messages)
+            except ProviderError as exc:
+                log.warning("generation failed for %s after %d attempt(s): %s", req.describe(), exc.attempts, exc)
+                usage = {**runtime_info(), **exc.usage, "status": "error", "cached": False}
+                record = Record(key=key, status="error", raw=None, code=None, error=str(exc),
+                                retry_eligible=exc.transient, usage=usage, run_id=self.run_id)
+                self._store(req, record)
+                return Answer(code=None, status="error", error=str(exc), source="model", cache_key=key, usage=usage)
+        code = extract_code(completion.text, task.dialect)
+        usage = {**completion.usage, "status": "ok", "cached": False}
+        record = Record(key=key, status="ok", raw=completion.text, code=code,
+                        retry_eligible=completion.interrupted, usage=usage, run_id=self.run_id)
+        self._store(req, record)
+        return Answer(code=code, status="ok", raw=completion.text, source="model", cache_key=key, usage=usage)
+
+    def _store(self, req: Request, record: Record) -> None:
+        try:
+            self.cache.write(req, record)
+        except OSError as exc:  # a full disk must not lose the answer for this run
+            log.warning("answer cache: cannot write %s (%s); the answer is kept for this run only",
+                        self.cache.path(req), exc)
