@@ -143,6 +143,15 @@ def pytest_configure(config: pytest.Config) -> None:
             "--subset needs answers: --plsql-model=reference (the reference answers), "
             "--plsql-model=<litellm model or alias>, or --plsql-answers=FILE.jsonl"
         )
+    if settings.answers is not None and not collect_only:
+        # Validate the whole file up front: one error naming file and line, before any task runs.
+        from .answers import AnswersFile
+        from .builtin_answers import ANSWERS_FILE_KEY
+
+        try:
+            config.stash[ANSWERS_FILE_KEY] = AnswersFile(settings.answers)
+        except UsageError as exc:
+            raise pytest.UsageError(str(exc)) from None
     tasks = load_tasks(config, settings)
     config.stash[TASKS_KEY] = tasks
     known = {m.split(":")[0] for m in config.getini("markers")}
@@ -209,7 +218,10 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     if isinstance(item, PlsqlItem) and call.when in ("setup", "call") and not (call.when == "setup" and report.passed):
         rec = make_record(item, call.when, call.excinfo)
         report.plsql = rec
-        report.user_properties.append(("failure_class", rec["failure_class"]))
+        # JUnit XML reads properties from the item (its teardown report), not this report.
+        item.user_properties[:] = [p for p in item.user_properties if p[0] != "failure_class"]
+        item.user_properties.append(("failure_class", rec["failure_class"]))
+        report.user_properties = list(item.user_properties)
     return report
 
 
