@@ -1,8 +1,8 @@
 """Where the shipped ``tasks/`` and ``fixtures/`` folders are, installed or in a checkout.
 
 The wheel maps the repository's top-level ``tasks/`` and ``fixtures/`` into the package
-(``pytest_plsqlbench/tasks``, ``pytest_plsqlbench/fixtures``); an editable install or a
-plain checkout finds them next to the package instead.
+(``pytest_plsqlbench/bundled_tasks``, ``pytest_plsqlbench/bundled_fixtures``); an editable
+install or a plain checkout finds them next to the package instead.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ _PKG = Path(__file__).resolve().parent
 
 @cache
 def _find(name: str) -> Path:
-    for candidate in (_PKG / name, _PKG.parent / name):
+    for candidate in (_PKG / f"bundled_{name}", _PKG.parent / name):
         if candidate.is_dir():
             return candidate
     raise FileNotFoundError(f"pytest-plsqlbench is installed without its {name}/ folder")
