@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Callable, Mapping, Sequence
 
-__all__ = ["Action", "StubServer", "demo_task", "error", "fenced", "last_user_message", "malformed", "ok", "slow"]
+__all__ = ["Action", "StubServer", "demo_task", "echo", "error", "fenced", "last_user_message", "malformed", "ok", "slow"]
 
 
 @dataclass(frozen=True)
@@ -76,6 +76,16 @@ def last_user_message(body: Mapping[str, Any]) -> str:
 Responder = Callable[[Mapping[str, Any]], Action]
 
 
+def echo(delay: float = 0.0) -> Responder:
+    """Answer each request with a comment naming its last user message: distinct per task-turn."""
+
+    def respond(body: Mapping[str, Any]) -> Action:
+        first_line = last_user_message(body).strip().splitlines()[-1] if last_user_message(body).strip() else ""
+        return ok(f"-- answer to: {first_line}\nBEGIN NULL; END;\n/", delay=delay)
+
+    return respond
+
+
 @dataclass
 class Request:
     """One request as the server saw it."""
@@ -104,6 +114,9 @@ class StubServer:
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self.requests: list[Request] = []
+        #: Requests being answered right now, and the most there ever were at once.
+        self.in_flight = 0
+        self.max_in_flight = 0
         self._log_path = log_path
         stub = self
 
@@ -177,6 +190,7 @@ class StubServer:
         with self._lock:
             self.requests.clear()
             self._script.clear()
+            self.max_in_flight = self.in_flight
 
     # ------------------------------------------------------------------ serving
     def _next_action(self, body: Mapping[str, Any]) -> Action:
@@ -201,6 +215,16 @@ class StubServer:
             return
         action = self._next_action(body)
         req.action = action.kind if action.kind != "status" else str(action.code)
+        with self._lock:
+            self.in_flight += 1
+            self.max_in_flight = max(self.max_in_flight, self.in_flight)
+        try:
+            self._answer(h, body, action, req)
+        finally:
+            with self._lock:
+                self.in_flight -= 1
+
+    def _answer(self, h: BaseHTTPRequestHandler, body: Any, action: Action, req: Request) -> None:
         if action.delay and self._stop.wait(action.delay):
             return
         try:
