@@ -26,7 +26,7 @@ from psycopg import sql as pgsql
 from .. import outcomes
 from ..errors import InfrastructureError, UsageError
 from ..outputs import format_row
-from ..scripts import Statement, split
+from ..scripts import Statement, first_keyword, split
 from ..settings import Settings
 from ..tasks import Fixture
 from .base import Backend, DbError, Execution, Phase, Session
@@ -34,7 +34,8 @@ from .base import Backend, DbError, Execution, Phase, Session
 log = logging.getLogger(__name__)
 
 SCRATCH = "answers"
-TXN_WORDS = {"BEGIN", "START", "COMMIT", "END", "ROLLBACK", "ABORT", "SAVEPOINT", "RELEASE", "PREPARE"}
+#: Top-level statements that would end or reshape the task's transaction.
+TXN_STARTS = ("BEGIN", "START TRANSACTION", "COMMIT", "END", "ROLLBACK", "ABORT", "SAVEPOINT", "RELEASE", "PREPARE TRANSACTION")
 VOID_OID = 2278
 MAX_ROWS = 100_000
 
@@ -218,8 +219,8 @@ class PostgresSession(Session):
         if stmt.kind == "client":
             result.notes.append(f"skipped client command at line {stmt.line}: {stmt.text[:40]}")
             return False
-        words = stmt.first_word
-        if words in TXN_WORDS and not stmt.text.upper().startswith(("BEGIN ATOMIC",)):
+        words = " ".join(first_keyword(stmt.text, 2).split())
+        if any(words == w or words.startswith(w + " ") for w in TXN_STARTS):
             # Transaction control would end the task's isolation scope.
             result.notes.append(f"ignored transaction control at line {stmt.line}: {words}")
             return False
