@@ -269,6 +269,7 @@ def make_record(item: PlsqlItem, phase: str, excinfo: pytest.ExceptionInfo[BaseE
         "expected": _clip(outcome.expected),
         "actual": _clip(outcome.actual),
         "duration_s": round(outcome.duration_s, 4),
+        "worker": worker_id(item.config),
     }
     if not node.reported_task:
         node.reported_task = True

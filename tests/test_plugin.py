@@ -255,6 +255,9 @@ def test_results_identical_with_n0_n1_n2(pytester: pytest.Pytester, mini: Path) 
         )
     assert docs[0] == docs[1] == docs[2]
     assert docs[0][0]["mini"]["tests"] == 12
+    # Under -n 2 every task's items ran on a single worker.
+    workers = {t["task_id"]: {x.get("worker") for x in t["tests"]} for t in results(pytester.path / "r2.json")["tasks"]}
+    assert all(len(w) == 1 and w <= {"gw0", "gw1"} for w in workers.values()), workers
 
 
 def test_junit_xml_carries_task_properties(pytester: pytest.Pytester, mini: Path) -> None:
