@@ -4,11 +4,14 @@ Tokenising is sqlparse's (strings, quoted identifiers, comments, ``$$`` bodies a
 tokens, so a ``;`` or ``/`` inside them never splits). On top of the tokens we apply the
 client's rules:
 
-* **SQL*Plus** (Oracle): a statement starting with ``DECLARE``/``BEGIN`` or ``CREATE [OR
-  REPLACE] FUNCTION|PROCEDURE|PACKAGE [BODY]|TYPE [BODY]|TRIGGER`` is a PL/SQL unit that ends
-  at a line holding only ``/`` (or at the end of the script); other SQL ends at ``;`` or at a
-  ``/`` line; ``EXEC call`` becomes ``BEGIN call; END;``; ``SET SERVEROUTPUT ON``, ``SHOW
-  ERRORS``, ``PROMPT`` and friends are client commands, not SQL.
+* **SQL*Plus** (Oracle): a statement starting with ``DECLARE``/``BEGIN``, ``CREATE [OR
+  REPLACE] FUNCTION|PROCEDURE|PACKAGE [BODY]|TYPE [BODY]|TRIGGER`` or ``WITH FUNCTION|PROCEDURE``
+  is a PL/SQL unit that ends at a line holding only ``/`` (or at the end of the script); other
+  SQL ends at ``;`` or at a ``/`` line; ``EXEC call`` becomes ``BEGIN call; END;``; ``SET
+  SERVEROUTPUT ON``, ``SHOW ERRORS``, ``PROMPT`` and friends are client commands, not SQL.
+  Oracle's alternative quoting (``q'[it's]'``) is one string, as in SQL*Plus.
+  Deliberate difference: a ``/`` after a statement that already ended with ``;`` is ignored
+  (SQL*Plus would run the statement a second time).
 * **psql-like** (PostgreSQL): statements end at ``;``; a line holding only ``/`` also ends
   one (answers written in SQL*Plus habit are otherwise fine PL/pgSQL); backslash
   meta-commands are client commands.
@@ -16,6 +19,7 @@ client's rules:
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Iterator, Literal
 
@@ -49,11 +53,53 @@ SQLPLUS_COMMANDS = frozenset(
 #: ``SET`` words that begin SQL, not SQL*Plus settings.
 SQL_SET_WORDS = frozenset({"TRANSACTION", "ROLE", "CONSTRAINT", "CONSTRAINTS"})
 PLSQL_CREATE_OBJECTS = frozenset({"FUNCTION", "PROCEDURE", "PACKAGE", "TYPE", "TRIGGER", "LIBRARY", "JAVA"})
-CREATE_MODIFIERS = frozenset({"OR", "REPLACE", "EDITIONABLE", "NONEDITIONABLE", "EDITIONING", "FORCE", "NOFORCE"})
+CREATE_MODIFIERS = frozenset(
+    {"OR", "REPLACE", "EDITIONABLE", "NONEDITIONABLE", "EDITIONING", "FORCE", "NOFORCE", "AND", "COMPILE", "RESOLVE"}
+)
+#: ``q'<delim>...<delim>'`` literals (Oracle alternative quoting); the closing delimiter of
+#: a bracket is its partner.
+_Q_QUOTE = re.compile(r"(?<![A-Za-z0-9_$#])[nN]?[qQ]'(.)", re.S)
+_Q_CLOSE = {"[": "]", "{": "}", "(": ")", "<": ">"}
 
 
-def _tokens(script: str) -> list[tuple[object, str]]:
-    return list(lexer.tokenize(script))
+def _mask_q_quotes(script: str) -> str:
+    """``script`` with the inside of q-quoted literals replaced by ``x`` (same length, same
+    newlines), so the lexer sees one ordinary string where SQL*Plus sees one."""
+    out, copied, search = [], 0, 0
+    while True:
+        m = _Q_QUOTE.search(script, search)
+        if m is None:
+            break
+        # Only outside ordinary strings and comments: ask the lexer about the text before it.
+        prefix_tokens = list(lexer.tokenize(script[copied : m.start()] + "\n"))
+        last = prefix_tokens[-2][0] if len(prefix_tokens) > 1 else None
+        if last is not None and (last in T.String or last in T.Comment or last in T.Error):
+            search = m.end()
+            continue
+        close = _Q_CLOSE.get(m.group(1), m.group(1)) + "'"
+        end = script.find(close, m.end())
+        if end < 0:
+            break
+        prefix = "x" * (m.end() - 2 - m.start())  # the n/q letters
+        inner = "".join(c if c == "\n" else "x" for c in script[m.end() - 1 : end + 1])
+        out.append(script[copied : m.start()] + prefix + "'" + inner + "'")
+        copied = search = end + 2
+    out.append(script[copied:])
+    return "".join(out)
+
+
+def _tokens(script: str, oracle: bool = False) -> list[tuple[object, str]]:
+    if not oracle or "'" not in script or not _Q_QUOTE.search(script):
+        return list(lexer.tokenize(script))
+    masked = _mask_q_quotes(script)
+    if masked == script:
+        return list(lexer.tokenize(script))
+    # Same length: map each token of the masked text back onto the original characters.
+    toks, at = [], 0
+    for ttype, value in lexer.tokenize(masked):
+        toks.append((ttype, script[at : at + len(value)]))
+        at += len(value)
+    return toks
 
 
 def _is_blank(ttype: object) -> bool:
@@ -96,6 +142,8 @@ def _classify_oracle(words: list[str]) -> tuple[StatementKind, str | None]:
         return "plsql", "EXEC"
     if head in ("DECLARE", "BEGIN"):
         return "plsql", None
+    if head == "WITH" and len(words) > 1 and words[1] in ("FUNCTION", "PROCEDURE"):
+        return "plsql", None  # SQL with inline PL/SQL: ``;`` inside, ends at ``/``
     if head == "SET" and len(words) > 1 and words[1] in SQL_SET_WORDS:
         return "sql", None
     if head in SQLPLUS_COMMANDS:
@@ -128,8 +176,8 @@ def split(script: str, dialect: str) -> list[Statement]:
 
 
 def _split(script: str, dialect: str) -> Iterator[Statement]:
-    toks = _tokens(script.replace("\r\n", "\n").replace("\r", "\n"))
     oracle = dialect == "oracle"
+    toks = _tokens(script.replace("\r\n", "\n").replace("\r", "\n"), oracle)
     i, line, n = 0, 1, len(toks)
     at_line_start = True
     while i < n:
@@ -202,3 +250,14 @@ def _split(script: str, dialect: str) -> Iterator[Statement]:
             text = text[:-1].rstrip()
         yield Statement(text, kind, start_line, None)
         at_line_start = terminated_by == "/"
+
+
+_SERVEROUTPUT = re.compile(r"^SET\s+SERVEROUT(?:PUT|PU|P)?\s+(ON|OFF)\b", re.I)
+
+
+def serveroutput(stmt: Statement) -> bool | None:
+    """``True``/``False`` for ``SET SERVEROUTPUT ON|OFF`` (any abbreviation), else None."""
+    if stmt.kind != "client":
+        return None
+    m = _SERVEROUTPUT.match(stmt.text.strip())
+    return None if m is None else m.group(1).upper() == "ON"
