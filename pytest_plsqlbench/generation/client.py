@@ -14,6 +14,7 @@ provider's ``Retry-After`` when it sends one.
 from __future__ import annotations
 
 import email.utils
+import functools
 import importlib.metadata
 import logging
 import os
@@ -39,6 +40,7 @@ _import_lock = threading.Lock()
 _litellm: ModuleType | None = None
 
 
+@functools.lru_cache(maxsize=1)
 def litellm_version() -> str | None:
     """The installed litellm version, without importing it."""
     try:
@@ -68,9 +70,20 @@ def load_litellm() -> ModuleType:
             if not os.environ.get("LITELLM_LOG"):
                 # Its INFO lines ("Wrapper: Completed Call") would drown ours.
                 logging.getLogger("LiteLLM").setLevel(logging.WARNING)
+            _warm_up(litellm)
             log.debug("imported litellm %s in %.1fs", litellm_version(), time.monotonic() - started)
             _litellm = litellm
     return _litellm
+
+
+def _warm_up(litellm: ModuleType) -> None:
+    """One mocked completion (litellm's ``mock_response``: no network) so the first real request
+    does not pay for litellm's lazy imports and schema building (about a second)."""
+    try:
+        litellm.completion(model="openai/plsqlbench-warm-up", messages=[{"role": "user", "content": "-"}],
+                           mock_response="-", api_key="unused")
+    except Exception:  # noqa: BLE001 - only an optimisation
+        log.debug("litellm warm-up failed", exc_info=True)
 
 
 def prewarm() -> threading.Thread:
@@ -241,11 +254,15 @@ class ModelClient:
         if not isinstance(text, str):
             text = str(text)
         usage_obj = getattr(response, "usage", None)
-        cost: float | None
-        try:
-            cost = float(litellm.completion_cost(completion_response=response))
-        except Exception:  # noqa: BLE001 - unknown models have no price: cost unknown, not an error
-            cost = None
+        hidden = getattr(response, "_hidden_params", None) or {}
+        cost: float | None = None
+        if hidden.get("response_cost") is not None:  # litellm priced it already
+            cost = float(hidden["response_cost"])
+        elif "response_cost" not in hidden:
+            try:
+                cost = float(litellm.completion_cost(completion_response=response))
+            except Exception:  # noqa: BLE001 - unknown models have no price: cost unknown, not an error
+                cost = None
         usage = {
             "model": self.model,
             "prompt_tokens": getattr(usage_obj, "prompt_tokens", None),
