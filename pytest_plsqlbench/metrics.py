@@ -11,28 +11,57 @@ every task weighs the same whatever its number of tests:
   Suite Pass@1 = mean of SuitePass (an episode counts as a suite when every test passed);
   Turn Suite Pass@1 and Episode Pass@1 = means over its multi-turn tasks.
 
+With ``--plsql-samples N`` a task has N scored samples. Its Pass@1 metrics are the means over
+its samples (the expected score of one sample), so it still weighs as one task; pass@k uses
+c = the samples that pass the task's full suite (every test of every turn).
+
 Tests whose outcome says nothing about the model (infrastructure errors, answers never
-generated) are left out. A task with a turn left without any judgeable test is left out
-entirely and listed, never scored 0.
+generated) are left out. A sample with a turn left without any judgeable test is left out
+entirely, and a task none of whose samples is judgeable is listed as excluded, never scored 0.
+
+Failure classes are counted twice: per unit test, and per *analysis unit* -- one task turn of
+one sample, as in the paper's error analysis (App. E.2/§4.4) -- where a failed unit gets the
+class of the earliest stage that failed (see :data:`UNIT_PRIORITY`).
 """
 
 from __future__ import annotations
 
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable, Mapping, Sequence
 
-from .outcomes import EXCLUDED, FAILURE_CLASSES, PASSED
+from .outcomes import (
+    EXCLUDED,
+    FAILURE_CLASSES,
+    INFRASTRUCTURE,
+    INTERFACE,
+    INVALID_ARTIFACT,
+    NOT_GENERATED,
+    PASSED,
+    TIMEOUT,
+    UNSAFE,
+    WRONG_OUTPUT,
+)
+from .reporting.stats import bootstrap_cis, mean, pass_at_k
+
+#: Metrics that get confidence intervals (the headline numbers of Tables 2, 9 and 10).
+HEADLINE = ("mean_test_pass", "suite_pass", "turn_suite_pass", "episode_pass")
+#: A failed analysis unit is classed by the earliest stage that failed: refused before running,
+#: does not compile, does not match the interface, ran too long, ran but answered wrong.
+UNIT_PRIORITY = (UNSAFE, INVALID_ARTIFACT, INTERFACE, TIMEOUT, WRONG_OUTPUT)
 
 
 @dataclass
 class TaskScore:
+    """One sample of one task, scored."""
+
     subset: str
     task_id: str
     n_turns: int
     #: turn -> (passed, total) over judged tests.
     per_turn: dict[int, tuple[int, int]]
     excluded_reason: str | None = None
+    sample: int = 0
 
     @property
     def multi_turn(self) -> bool:
@@ -68,8 +97,10 @@ class TaskScore:
         return 1.0 if self.per_turn and all(n and p == n for p, n in self.per_turn.values()) else 0.0
 
 
-def score_task(subset: str, task_id: str, n_turns: int, tests: Iterable[Mapping[str, Any]]) -> TaskScore:
-    """Score one task from its test records (``turn``, ``passed``, ``failure_class``)."""
+def score_task(
+    subset: str, task_id: str, n_turns: int, tests: Iterable[Mapping[str, Any]], sample: int = 0
+) -> TaskScore:
+    """Score one sample of a task from its test records (``turn``, ``passed``, ``failure_class``)."""
     judged: dict[int, list[int]] = defaultdict(lambda: [0, 0])
     seen_turns: set[int] = set()
     excluded_classes: Counter[str] = Counter()
@@ -90,7 +121,121 @@ def score_task(subset: str, task_id: str, n_turns: int, tests: Iterable[Mapping[
         what = ", ".join(f"{n} {c.replace('_', ' ')}" for c, n in excluded_classes.most_common())
         reason = f"no judgeable test in turn(s) {', '.join(map(str, missing))}" if per_turn else "no judgeable test"
         reason += f" ({what})" if what else ""
-    return TaskScore(subset, task_id, n_turns, per_turn, reason)
+    return TaskScore(subset, task_id, n_turns, per_turn, reason, sample)
+
+
+@dataclass
+class TaskResult:
+    """A task over all its samples; Pass@1 metrics are means over the judged samples."""
+
+    subset: str
+    task_id: str
+    n_turns: int
+    samples: list[TaskScore]
+
+    @property
+    def kept(self) -> list[TaskScore]:
+        return [s for s in self.samples if not s.excluded]
+
+    @property
+    def multi_turn(self) -> bool:
+        return self.n_turns > 1
+
+    @property
+    def excluded(self) -> bool:
+        return not self.kept
+
+    @property
+    def excluded_reason(self) -> str | None:
+        if self.kept:
+            return None
+        reasons = list(dict.fromkeys(s.excluded_reason for s in self.samples if s.excluded_reason))
+        return "; ".join(reasons) or "no judgeable test"
+
+    @property
+    def n(self) -> int:
+        """Judged samples (pass@k's n)."""
+        return len(self.kept)
+
+    @property
+    def c(self) -> int:
+        """Judged samples passing every test of every turn (pass@k's c)."""
+        return sum(1 for s in self.kept if s.suite_pass == 1.0)
+
+    @property
+    def tests(self) -> int:
+        """Judged unit tests of one sample (the largest, should exclusions differ by sample)."""
+        return max((s.total for s in self.kept), default=0)
+
+    def _mean(self, attr: str) -> float | None:
+        return mean([getattr(s, attr) for s in self.kept])
+
+    @property
+    def test_pass(self) -> float | None:
+        return self._mean("test_pass")
+
+    @property
+    def suite_pass(self) -> float | None:
+        return self._mean("suite_pass")
+
+    @property
+    def turn_suite_pass(self) -> float | None:
+        return self._mean("turn_suite_pass") if self.multi_turn else None
+
+    @property
+    def episode_pass(self) -> float | None:
+        return self._mean("episode_pass") if self.multi_turn else None
+
+    def pass_at(self, k: int) -> float | None:
+        return pass_at_k(self.n, self.c, k) if 1 <= k <= self.n else None
+
+    def as_dict(self) -> dict[str, Any]:
+        """Per-task figures for the results document."""
+        return {
+            "test_pass": self.test_pass,
+            "suite_pass": self.suite_pass,
+            "turn_suite_pass": self.turn_suite_pass,
+            "episode_pass": self.episode_pass,
+            "excluded": self.excluded_reason,
+            "n_samples": self.n,
+            "n_passing_samples": self.c,
+        }
+
+
+def score_samples(
+    subset: str, task_id: str, n_turns: int, tests: Iterable[Mapping[str, Any]]
+) -> TaskResult:
+    """Score a task whose test records may belong to several samples (``sample`` field)."""
+    by_sample: dict[int, list[Mapping[str, Any]]] = defaultdict(list)
+    for rec in tests:
+        by_sample[int(rec.get("sample") or 0)].append(rec)
+    samples = [score_task(subset, task_id, n_turns, recs, sample) for sample, recs in sorted(by_sample.items())]
+    return TaskResult(subset, task_id, n_turns, samples)
+
+
+def unit_failures(tests: Iterable[Mapping[str, Any]]) -> Counter[str]:
+    """Failed analysis units (sample x turn) by class, as in the paper's error analysis.
+
+    A unit with a judged failing test gets the class of its earliest failing stage
+    (:data:`UNIT_PRIORITY`); a unit whose tests were all excluded counts under its excluded
+    class (infrastructure before not generated), so units the model was never judged on show.
+    """
+    units: dict[tuple[int, int], set[str]] = defaultdict(set)
+    for rec in tests:
+        units[(int(rec.get("sample") or 0), int(rec.get("turn", 1)))].add(rec.get("failure_class", PASSED))
+    out: Counter[str] = Counter()
+    for classes in units.values():
+        judged = [c for c in UNIT_PRIORITY if c in classes]
+        if judged:
+            out[judged[0]] += 1
+        elif classes and classes <= set(EXCLUDED):
+            out[INFRASTRUCTURE if INFRASTRUCTURE in classes else NOT_GENERATED] += 1
+    return out
+
+
+def test_failures(tests: Iterable[Mapping[str, Any]]) -> Counter[str]:
+    """Failed unit tests by class."""
+    return Counter(r.get("failure_class", PASSED) for r in tests if r.get("failure_class", PASSED) != PASSED)
 
 
 @dataclass
@@ -99,52 +244,88 @@ class SubsetMetrics:
     tasks: int = 0
     tests: int = 0
     multi_turn_tasks: int = 0
+    samples: int = 1
     mean_test_pass: float | None = None
     suite_pass: float | None = None
     turn_suite_pass: float | None = None
     episode_pass: float | None = None
+    #: metric -> (low, high), 95% percentile bootstrap over tasks.
+    ci: dict[str, tuple[float, float]] = field(default_factory=dict)
+    #: k -> unbiased pass@k (k <= the fewest judged samples of any task).
+    pass_at_k: dict[int, float] = field(default_factory=dict)
     excluded_tasks: list[str] = field(default_factory=list)
+    #: failed unit tests by class.
     failure_classes: dict[str, int] = field(default_factory=dict)
+    #: failed analysis units (task turns of a sample) by class, as in the paper's §4.4.
+    failure_units: dict[str, int] = field(default_factory=dict)
+    #: judged analysis units (task turns of a sample).
+    units: int = 0
 
     def as_dict(self) -> dict[str, Any]:
         return {
             "tasks": self.tasks,
             "tests": self.tests,
             "multi_turn_tasks": self.multi_turn_tasks,
+            "samples": self.samples,
             "mean_test_pass": self.mean_test_pass,
             "suite_pass": self.suite_pass,
             "turn_suite_pass": self.turn_suite_pass,
             "episode_pass": self.episode_pass,
+            "ci": {k: list(v) for k, v in self.ci.items()},
+            "pass_at_k": {str(k): v for k, v in self.pass_at_k.items()},
             "excluded_tasks": list(self.excluded_tasks),
+            "units": self.units,
             "failure_classes": dict(self.failure_classes),
+            "failure_units": dict(self.failure_units),
         }
 
 
-def _mean(values: list[float]) -> float | None:
-    return sum(values) / len(values) if values else None
+def subset_metrics(
+    subset: str,
+    results: Sequence[TaskResult],
+    failure_tests: Mapping[str, int] | None = None,
+    failure_units: Mapping[str, int] | None = None,
+    units: int = 0,
+    bootstrap: bool = True,
+) -> SubsetMetrics:
+    """One subset's metrics; ``results`` in any order (they are sorted by task id first)."""
+    ordered = sorted(results, key=lambda r: r.task_id)
+    kept = [r for r in ordered if not r.excluded]
+    multi = [r for r in kept if r.multi_turn]
+    m = SubsetMetrics(
+        subset=subset,
+        tasks=len(kept),
+        tests=sum(r.tests for r in kept),
+        multi_turn_tasks=len(multi),
+        samples=max((len(r.samples) for r in ordered), default=1),
+        mean_test_pass=mean([r.test_pass for r in kept]),  # type: ignore[misc]
+        suite_pass=mean([r.suite_pass for r in kept]),  # type: ignore[misc]
+        turn_suite_pass=mean([r.turn_suite_pass for r in multi]),  # type: ignore[misc]
+        episode_pass=mean([r.episode_pass for r in multi]),  # type: ignore[misc]
+        excluded_tasks=[r.task_id for r in ordered if r.excluded],
+        units=units,
+    )
+    if bootstrap and kept:
+        cis = bootstrap_cis({"mean_test_pass": [r.test_pass for r in kept], "suite_pass": [r.suite_pass for r in kept]})  # type: ignore[misc]
+        if multi:
+            cis.update(
+                bootstrap_cis({"turn_suite_pass": [r.turn_suite_pass for r in multi], "episode_pass": [r.episode_pass for r in multi]})  # type: ignore[misc]
+            )
+        m.ci = cis
+    if kept:
+        n_min = min(r.n for r in kept)
+        m.pass_at_k = {k: mean([r.pass_at(k) for r in kept]) for k in range(1, n_min + 1)}  # type: ignore[misc]
+    m.failure_classes = {c: int((failure_tests or {}).get(c, 0)) for c in FAILURE_CLASSES}
+    m.failure_units = {c: int((failure_units or {}).get(c, 0)) for c in FAILURE_CLASSES}
+    return m
 
 
-def aggregate(scores: Iterable[TaskScore], failure_counts: Mapping[str, Counter[str]] | None = None) -> dict[str, SubsetMetrics]:
-    """Per-subset metrics, in the order subsets first appear."""
-    by_subset: dict[str, list[TaskScore]] = {}
-    for score in scores:
-        by_subset.setdefault(score.subset, []).append(score)
-    out: dict[str, SubsetMetrics] = {}
-    for subset, items in by_subset.items():
-        kept = [s for s in items if not s.excluded]
-        multi = [s for s in kept if s.multi_turn]
-        m = SubsetMetrics(
-            subset=subset,
-            tasks=len(kept),
-            tests=sum(s.total for s in kept),
-            multi_turn_tasks=len(multi),
-            mean_test_pass=_mean([s.test_pass for s in kept]),
-            suite_pass=_mean([s.suite_pass for s in kept]),
-            turn_suite_pass=_mean([s.turn_suite_pass for s in multi]),
-            episode_pass=_mean([s.episode_pass for s in multi]),
-            excluded_tasks=sorted(s.task_id for s in items if s.excluded),
-        )
-        counts = (failure_counts or {}).get(subset, Counter())
-        m.failure_classes = {c: counts.get(c, 0) for c in FAILURE_CLASSES}
-        out[subset] = m
-    return out
+def aggregate(results: Iterable[TaskResult], failure_counts: Mapping[str, Counter[str]] | None = None) -> dict[str, SubsetMetrics]:
+    """Per-subset metrics (no unit counts), in the order subsets first appear."""
+    by_subset: dict[str, list[TaskResult]] = {}
+    for result in results:
+        by_subset.setdefault(result.subset, []).append(result)
+    return {
+        subset: subset_metrics(subset, items, (failure_counts or {}).get(subset))
+        for subset, items in by_subset.items()
+    }
