@@ -1,30 +1,50 @@
-"""Collecting per-test records on the controller and turning them into results.
+"""Collecting per-test records on the controller and turning them into the results document.
 
 Workers attach a small JSON-able record to each benchmark item's report (``report.plsql``);
 xdist serialises it with the report, so the controller (or the single process of a
 ``-n 0`` run) sees every record in ``pytest_runtest_logreport``, including the reports
 xdist synthesises for an item whose worker crashed.
+
+The results document (``--plsql-results``) is versioned (:data:`RESULTS_VERSION`). Its
+aggregates are a pure function of its header and task entries (:func:`build_document`), which
+is what lets ``plsqlbench merge`` combine shards into exactly the numbers of an unsharded run.
+Format, version by version, in ``docs/reporting.md``.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 import json
+import logging
 import os
 import platform
 from collections import Counter
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Iterable, Mapping, Sequence
 
 import pytest
 
 from . import __version__
-from .metrics import TaskScore, aggregate, score_task
-from .outcomes import FAILURE_CLASSES, INFRASTRUCTURE, PASSED
+from .errors import UsageError
+from .metrics import HEADLINE, TaskResult, score_samples, subset_metrics, test_failures, unit_failures
+from .outcomes import EXCLUDED, FAILURE_CLASSES, INFRASTRUCTURE, PASSED
+from .reporting import junit
+from .reporting.stats import BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED, CONFIDENCE, mean
 from .settings import Settings
 
+log = logging.getLogger(__name__)
+
 RESULTS_FORMAT = "pytest-plsqlbench/results"
-RESULTS_VERSION = 1
+#: 2: samples are scored as one task (pass@k), bootstrap CIs, analysis-unit failure counts,
+#: usage, per-subset paper mapping and data revision. 1 (never released) had none of these.
+RESULTS_VERSION = 2
+
+#: Header fields that must agree for two documents to be parts of one run (``merge``).
+RUN_IDENTITY = (
+    "plugin_version", "dialect", "database", "model", "temperature", "max_tokens", "samples",
+    "assertions", "timeout_s", "safety",
+)
 
 
 def parse_nodeid(nodeid: str) -> dict[str, Any] | None:
@@ -54,13 +74,13 @@ class ResultsCollector:
         self.settings = settings
         self.records: dict[str, dict[str, Any]] = {}
         self.task_info: dict[tuple[str, str], dict[str, Any]] = {}
-        self.answers: dict[tuple[str, str, int], list[dict[str, Any]]] = {}
+        self.answers: dict[tuple[str, str], list[dict[str, Any]]] = {}
         self.env: dict[str, Any] = {}
         self.started = dt.datetime.now(dt.timezone.utc)
         self._document: dict[str, Any] | None = None
 
     # ----------------------------------------------------------------- hooks
-    @pytest.hookimpl
+    @pytest.hookimpl(tryfirst=True)  # before junitxml, so the testcase gets our name and properties
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         rec = getattr(report, "plsql", None)
         if rec is None:
@@ -75,18 +95,19 @@ class ResultsCollector:
                         "failure_class": INFRASTRUCTURE,
                         "message": _first_line(str(report.longrepr)) or "crashed",
                     }
-            return
-        if report.when == "teardown":
-            return
-        # A failed setup carries the record (the call never happens); otherwise the call does.
-        self.records[report.nodeid] = rec
-        key = (rec["subset"], rec["task_id"])
-        if "task" in rec:
-            self.task_info[key] = rec["task"]
-        if "answer" in rec:
-            self.answers.setdefault((*key, int(rec.get("sample", 0))), []).append(rec["answer"])
-        if "env" in rec:
-            self.env.update(rec["env"])
+        elif report.when != "teardown":
+            # A failed setup carries the record (the call never happens); otherwise the call does.
+            self.records[report.nodeid] = rec
+            key = (rec["subset"], rec["task_id"])
+            if "task" in rec:
+                self.task_info[key] = rec["task"]
+            if "answer" in rec:
+                self.answers.setdefault(key, []).append(rec["answer"])
+            if "env" in rec:
+                self.env.update(rec["env"])
+        if parse_nodeid(report.nodeid) is not None:
+            known = self.records.get(report.nodeid)
+            junit.decorate(self.config, report, known.get("failure_class") if known else None)
 
     # ----------------------------------------------------------------- results
     def _resolve_task_ids(self) -> None:
@@ -95,74 +116,61 @@ class ResultsCollector:
             if rec.get("task_id") is None:
                 rec["task_id"] = by_node.get((rec["subset"], rec["node"]), rec["node"])
 
-    def scores(self) -> list[TaskScore]:
+    def task_entries(self) -> list[dict[str, Any]]:
+        """One raw entry per task (all samples): identity, metadata, answers and per-test outcomes."""
         self._resolve_task_ids()
-        grouped: dict[tuple[str, str, int], list[dict[str, Any]]] = {}
+        grouped: dict[tuple[str, str], list[dict[str, Any]]] = {}
         for rec in self.records.values():
-            grouped.setdefault((rec["subset"], rec["task_id"], int(rec.get("sample", 0))), []).append(rec)
-        out = []
-        for (subset, task_id, _sample), recs in grouped.items():
-            n_turns = max(int(r.get("n_turns", 1)) for r in recs)
-            out.append(score_task(subset, task_id, n_turns, recs))
-        return out
-
-    def failure_counts(self) -> dict[str, Counter[str]]:
-        counts: dict[str, Counter[str]] = {}
-        for rec in self.records.values():
-            cls = rec.get("failure_class", PASSED)
-            if cls != PASSED:
-                counts.setdefault(rec["subset"], Counter())[cls] += 1
-        return counts
-
-    def document(self) -> dict[str, Any]:
-        """The versioned results document (``--plsql-results``)."""
-        if self._document is not None:
-            return self._document
-        scores = self.scores()
-        metrics = aggregate(scores, self.failure_counts())
-        tasks = []
-        for score in sorted(scores, key=lambda s: (s.subset, s.task_id)):
-            recs = sorted(
-                (r for r in self.records.values() if r["subset"] == score.subset and r["task_id"] == score.task_id),
-                key=lambda r: (int(r.get("sample", 0)), int(r.get("turn", 1)), r["test_id"]),
-            )
-            info = self.task_info.get((score.subset, score.task_id), {})
-            tasks.append(
+            grouped.setdefault((rec["subset"], rec["task_id"]), []).append(rec)
+        entries = []
+        for (subset, task_id), recs in grouped.items():
+            info = self.task_info.get((subset, task_id), {})
+            entries.append(
                 {
-                    "subset": score.subset,
-                    "task_id": score.task_id,
-                    "n_turns": score.n_turns,
+                    "subset": subset,
+                    "task_id": task_id,
+                    "node": recs[0].get("node"),
+                    "n_turns": max(int(r.get("n_turns", 1)) for r in recs),
+                    "n_tests": info.get("n_tests"),
+                    "entry_points": info.get("entry_points", []),
                     "metadata": info.get("metadata", {}),
                     "markers": info.get("markers", []),
-                    "answers": self.answers.get((score.subset, score.task_id, 0), []),
-                    "test_pass": None if score.excluded else score.test_pass,
-                    "suite_pass": None if score.excluded else score.suite_pass,
-                    "turn_suite_pass": score.turn_suite_pass if score.multi_turn and not score.excluded else None,
-                    "episode_pass": score.episode_pass if score.multi_turn and not score.excluded else None,
-                    "excluded": score.excluded_reason,
+                    "answers": sorted(
+                        self.answers.get((subset, task_id), []),
+                        key=lambda a: (int(a.get("sample") or 0), int(a.get("turn", 1))),
+                    ),
                     "tests": [_test_entry(r) for r in recs],
                 }
             )
-        totals: Counter[str] = Counter()
-        for c in self.failure_counts().values():
-            totals.update(c)
-        self._document = {
-            "format": RESULTS_FORMAT,
-            "version": RESULTS_VERSION,
-            "header": self.header(),
-            "subsets": {name: m.as_dict() for name, m in metrics.items()},
-            "failure_classes": {c: totals.get(c, 0) for c in FAILURE_CLASSES},
-            "tasks": tasks,
-        }
+        return entries
+
+    def document(self) -> dict[str, Any]:
+        """The versioned results document (``--plsql-results``)."""
+        if self._document is None:
+            tasks = self.task_entries()
+            self._document = build_document(self.header(tasks), tasks, self.subset_info(tasks))
         return self._document
 
-    def header(self) -> dict[str, Any]:
+    def subset_info(self, tasks: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
+        """Per-subset facts the report needs later without the manifests: paper mapping, revision."""
+        try:
+            from .manifests import discover
+
+            manifests = discover(self.settings.task_dirs)
+        except (UsageError, OSError, FileNotFoundError) as exc:
+            log.warning("cannot read subset manifests for the report: %s", exc)
+            manifests = {}
+        out = {}
+        for subset in dict.fromkeys([*self.settings.subsets, *(t["subset"] for t in tasks)]):
+            manifest = manifests.get(subset)
+            out[subset] = {
+                "paper": dict(manifest.paper) if manifest is not None else {},
+                "description": manifest.description if manifest is not None else "",
+            }
+        return out
+
+    def header(self, tasks: Sequence[Mapping[str, Any]] = ()) -> dict[str, Any]:
         s = self.settings
-        revisions = {
-            key[0]: info.get("metadata", {}).get("data_revision")
-            for key, info in self.task_info.items()
-            if info.get("metadata", {}).get("data_revision")
-        }
         return {
             "plugin_version": __version__,
             "python": platform.python_version(),
@@ -177,22 +185,256 @@ class ResultsCollector:
             "timeout_s": s.timeout,
             "safety": s.safety,
             "shard": f"{s.shard[0]}/{s.shard[1]}" if s.shard else None,
+            "keyword": self.config.getoption("keyword", "") or None,
+            "markexpr": self.config.getoption("markexpr", "") or None,
             "subsets": list(s.subsets),
-            "data_revisions": revisions,
+            "data_revisions": data_revisions(s, tasks),
             "started": self.started.isoformat(timespec="seconds"),
             "finished": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
         }
 
     def write(self, path: Path) -> None:
-        doc = self.document()
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(doc, indent=1, sort_keys=False) + "\n", encoding="utf-8")
-        os.replace(tmp, path)
+        write_document(self.document(), path)
+
+
+# --------------------------------------------------------------------------- data revisions
+def data_revisions(settings: Settings, tasks: Iterable[Mapping[str, Any]] = ()) -> dict[str, str]:
+    """subset -> the data revision: what its loader reports, else a digest of its manifest files.
+
+    The digest covers the manifest, the checksum of its download and the task folder it names
+    (``options.dir``), never the selected tasks, so every shard of a run reports the same value.
+    """
+    reported: dict[str, str] = {}
+    for task in tasks:
+        rev = (task.get("metadata") or {}).get("data_revision")
+        if rev:
+            reported.setdefault(task["subset"], str(rev))
+    try:
+        from .manifests import discover
+
+        manifests = discover(settings.task_dirs)
+    except (UsageError, OSError, FileNotFoundError):
+        manifests = {}
+    out = {}
+    for subset in dict.fromkeys([*settings.subsets, *reported]):
+        if subset in reported:
+            out[subset] = reported[subset]
+        elif subset in manifests:
+            out[subset] = manifest_digest(manifests[subset])
+    return out
+
+
+def manifest_digest(manifest: Any) -> str:
+    h = hashlib.sha256()
+    h.update(manifest.path.read_bytes())
+    if manifest.source is not None and manifest.source.sha256:
+        h.update(manifest.source.sha256.encode())
+    folder = manifest.options.get("dir") if isinstance(manifest.options, Mapping) else None
+    if isinstance(folder, str):
+        root = (manifest.directory / folder).resolve()
+        if root.is_dir():
+            for path in sorted(p for p in root.rglob("*") if p.is_file()):
+                h.update(path.relative_to(root).as_posix().encode() + b"\0" + path.read_bytes())
+    return "sha256:" + h.hexdigest()[:16]
+
+
+# --------------------------------------------------------------------------- the document
+def build_document(
+    header: Mapping[str, Any],
+    tasks: Iterable[Mapping[str, Any]],
+    subset_info: Mapping[str, Mapping[str, Any]] | None = None,
+) -> dict[str, Any]:
+    """The complete document from a header and raw task entries; every aggregate is derived here.
+
+    Tasks are scored from their ``tests`` lists and sorted by (subset, task id), so the result
+    does not depend on the order the entries arrive in (shards, xdist workers).
+    """
+    subset_info = dict(subset_info or {})
+    entries = sorted((dict(t) for t in tasks), key=lambda t: (t["subset"], t["task_id"]))
+    order = list(dict.fromkeys([*header.get("subsets", []), *(t["subset"] for t in entries)]))
+    results: dict[str, list[TaskResult]] = {s: [] for s in order}
+    test_counts: dict[str, Counter[str]] = {s: Counter() for s in order}
+    unit_counts: dict[str, Counter[str]] = {s: Counter() for s in order}
+    units: Counter[str] = Counter()
+    usage: dict[str, list[Mapping[str, Any]]] = {s: [] for s in order}
+    out_tasks = []
+    for entry in entries:
+        tests = sorted(entry.get("tests", []), key=lambda r: (int(r.get("sample") or 0), int(r.get("turn", 1)), r["test_id"]))
+        result = score_samples(entry["subset"], entry["task_id"], int(entry.get("n_turns", 1)), tests)
+        results[entry["subset"]].append(result)
+        test_counts[entry["subset"]].update(test_failures(tests))
+        unit_counts[entry["subset"]].update(unit_failures(tests))
+        units[entry["subset"]] += _judged_units(tests)
+        usage[entry["subset"]].extend(entry.get("answers", []))
+        per_sample = [
+            {
+                "sample": s.sample,
+                "test_pass": None if s.excluded else s.test_pass,
+                "suite_pass": None if s.excluded else s.suite_pass,
+                "turn_suite_pass": s.turn_suite_pass if s.multi_turn and not s.excluded else None,
+                "episode_pass": s.episode_pass if s.multi_turn and not s.excluded else None,
+                "excluded": s.excluded_reason,
+            }
+            for s in result.samples
+        ]
+        out_tasks.append({**entry, **result.as_dict(), "samples": per_sample, "tests": tests})
+    subsets = {}
+    for name in order:
+        if not results[name]:
+            continue
+        m = subset_metrics(name, results[name], test_counts[name], unit_counts[name], units[name])
+        info = subset_info.get(name, {})
+        subsets[name] = {
+            **m.as_dict(),
+            "usage": usage_totals(usage[name]),
+            "paper": dict(info.get("paper") or {}),
+            "data_revision": (header.get("data_revisions") or {}).get(name),
+        }
+    totals_tests: Counter[str] = Counter()
+    totals_units: Counter[str] = Counter()
+    for name in subsets:
+        totals_tests.update(test_counts[name])
+        totals_units.update(unit_counts[name])
+    return {
+        "format": RESULTS_FORMAT,
+        "version": RESULTS_VERSION,
+        "header": dict(header),
+        "statistics": {
+            "confidence": CONFIDENCE,
+            "bootstrap_resamples": BOOTSTRAP_RESAMPLES,
+            "bootstrap_seed": BOOTSTRAP_SEED,
+            "bootstrap_unit": "task",
+            "ci_metrics": list(HEADLINE),
+            "pass_at_k": "unbiased estimator 1 - C(n-c,k)/C(n,k) (Chen et al. 2021), c = samples passing every test",
+        },
+        "subsets": subsets,
+        "overall": split_overall(subsets),
+        "failure_classes": {c: totals_tests.get(c, 0) for c in FAILURE_CLASSES},
+        "failure_units": {c: totals_units.get(c, 0) for c in FAILURE_CLASSES},
+        "usage": usage_totals([a for name in subsets for a in usage[name]]),
+        "tasks": out_tasks,
+    }
+
+
+def _judged_units(tests: Iterable[Mapping[str, Any]]) -> int:
+    units: dict[tuple[int, int], bool] = {}
+    for r in tests:
+        key = (int(r.get("sample") or 0), int(r.get("turn", 1)))
+        units[key] = units.get(key, False) or r.get("failure_class", PASSED) not in EXCLUDED
+    return sum(units.values())
+
+
+#: Leaderboard metrics per kind of subset, as the site reports them.
+SINGLE_TURN_METRICS = ("mean_test_pass", "suite_pass")
+MULTI_TURN_METRICS = ("mean_test_pass", "episode_pass", "turn_suite_pass")
+
+
+def subset_kind_metrics(metrics: Mapping[str, Any]) -> tuple[str, ...]:
+    """The paper reports Suite Pass for single-turn sets and Episode/Turn Suite for multi-turn ones."""
+    return MULTI_TURN_METRICS if metrics.get("multi_turn_tasks") else SINGLE_TURN_METRICS
+
+
+def split_overall(subsets: Mapping[str, Mapping[str, Any]]) -> dict[str, dict[str, float]]:
+    """Development / test macro averages as plsqlbench.github.io defines them.
+
+    For each split, each metric is the plain mean over the subsets of that split *that report the
+    metric* (a multi-turn set has no Suite Pass, a single-turn set no Episode Pass), in the
+    subsets' own 0..1 scale. Subsets without a ``paper.split`` take no part.
+    """
+    out: dict[str, dict[str, float]] = {}
+    for split in ("dev", "test"):
+        members = [m for m in subsets.values() if (m.get("paper") or {}).get("split") == split]
+        if not members:
+            continue
+        figures: dict[str, float] = {}
+        for metric in ("mean_test_pass", "suite_pass", "episode_pass", "turn_suite_pass"):
+            values = [m[metric] for m in members if metric in subset_kind_metrics(m) and m.get(metric) is not None]
+            if values:
+                figures[metric] = mean(values)  # type: ignore[assignment]
+        out[split] = figures
+    return out
+
+
+def usage_totals(answers: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
+    """Answers, tokens and cost where the answer source reported them (reference answers do not)."""
+    out: dict[str, Any] = {
+        "answers": 0, "by_source": {}, "by_status": {}, "prompt_tokens": 0, "completion_tokens": 0,
+        "cost_usd": 0.0, "cached_cost_usd": 0.0, "cost_known": 0, "models": [],
+    }
+    models: dict[str, None] = {}
+    by_source: Counter[str] = Counter()
+    by_status: Counter[str] = Counter()
+    for ans in answers:
+        out["answers"] += 1
+        by_source[str(ans.get("source") or "?")] += 1
+        by_status[str(ans.get("status") or "?")] += 1
+        use = ans.get("usage") or {}
+        if use.get("model"):
+            models[str(use["model"])] = None
+        for name in ("prompt_tokens", "completion_tokens"):
+            if isinstance(use.get(name), (int, float)):
+                out[name] += int(use[name])
+        cost = use.get("cost_usd")
+        if isinstance(cost, (int, float)) and not isinstance(cost, bool):
+            out["cost_known"] += 1
+            out["cached_cost_usd" if use.get("cached") else "cost_usd"] += float(cost)
+    out["by_source"] = dict(sorted(by_source.items()))
+    out["by_status"] = dict(sorted(by_status.items()))
+    out["models"] = list(models)
+    return out
+
+
+# --------------------------------------------------------------------------- reading and writing
+class ResultsFormatError(UsageError):
+    """A file that is not a results document of the version this plugin reads."""
+
+
+def check_document(doc: Any, source: str = "results") -> dict[str, Any]:
+    """Return ``doc`` if it is a current results document, else raise one clear error."""
+    if not isinstance(doc, dict) or doc.get("format") != RESULTS_FORMAT:
+        raise ResultsFormatError(f"{source}: not a pytest-plsqlbench results file (no \"format\": \"{RESULTS_FORMAT}\")")
+    version = doc.get("version")
+    if version != RESULTS_VERSION:
+        if isinstance(version, int) and version < RESULTS_VERSION:
+            how = f"older (version {version}); re-run the benchmark, or re-score it from the answer cache " \
+                  f"with --plsql-cache-only, to get a version {RESULTS_VERSION} file"
+        elif isinstance(version, int):
+            how = f"newer (version {version}) than this pytest-plsqlbench {__version__} reads " \
+                  f"(version {RESULTS_VERSION}); upgrade pytest-plsqlbench"
+        else:
+            how = f"of unknown version {version!r}"
+        raise ResultsFormatError(f"{source}: results file is {how}")
+    for key in ("header", "subsets", "tasks"):
+        if key not in doc:
+            raise ResultsFormatError(f"{source}: results file lacks {key!r} (truncated or edited?)")
+    return doc
+
+
+def read_document(path: Path) -> dict[str, Any]:
+    """Read and check a results file (one error message for every way it can be wrong)."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ResultsFormatError(f"{path}: cannot read ({exc.strerror})") from None
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ResultsFormatError(f"{path}: not JSON ({exc.msg} at line {exc.lineno})") from None
+    return check_document(doc, str(path))
+
+
+def write_document(doc: Mapping[str, Any], path: Path) -> None:
+    """Write atomically: a reader never sees half a file, even if the run is killed."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(doc, indent=1, sort_keys=False) + "\n", encoding="utf-8")
+    os.replace(tmp, path)
 
 
 def _test_entry(rec: Mapping[str, Any]) -> dict[str, Any]:
-    keep = ("turn", "test_id", "sample", "passed", "failure_class", "message", "error_code", "expected", "actual", "duration_s")
+    keep = ("turn", "test_id", "sample", "passed", "failure_class", "message", "error_code", "expected", "actual",
+            "duration_s", "worker")
     return {k: rec.get(k) for k in keep if k in rec}
 
 
