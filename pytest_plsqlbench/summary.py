@@ -1,25 +1,46 @@
-"""The end-of-run table, in the shape of PLSQLBench's Table 2 (plus strict metrics)."""
+"""The end-of-run summary: PLSQLBench's Table 2 (plus Tables 9/10 strict metrics) and §4.4 failures.
+
+It is rendered from the results document alone, so ``plsqlbench report RESULTS.json`` prints the
+same lines as the run did. ``-q`` keeps the metrics table and one line of failures; ``-v`` adds
+per-test failure counts.
+"""
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
-from .outcomes import FAILURE_CLASSES, LABELS
+from .outcomes import EXCLUDED, FAILURE_CLASSES, LABELS
+
+METRIC_LABELS = {
+    "mean_test_pass": "Mean Test Pass@1",
+    "suite_pass": "Suite Pass@1",
+    "turn_suite_pass": "Turn Suite Pass@1",
+    "episode_pass": "Episode Pass@1",
+}
+#: Column titles of the failure table (narrow enough for an 100-column terminal).
+SHORT_LABELS = {
+    "invalid_artifact": "invalid",
+    "interface": "interface",
+    "wrong_output": "wrong output",
+    "timeout": "timeout",
+    "unsafe": "unsafe",
+    "infrastructure": "infra",
+    "not_generated": "not generated",
+}
+SPLIT_LABELS = {"dev": "Development overall", "test": "Test overall"}
 
 
-def pct(value: float | None) -> str:
-    return "-" if value is None else f"{100 * value:.2f}"
+def pct(value: float | None, digits: int = 2) -> str:
+    return "-" if value is None else f"{100 * value:.{digits}f}"
 
 
-COLUMNS = (
-    ("subset", "Subset"),
-    ("tasks", "Tasks"),
-    ("tests", "Tests"),
-    ("mean_test_pass", "Mean Test Pass@1"),
-    ("suite_pass", "Suite Pass@1"),
-    ("turn_suite_pass", "Turn Suite Pass@1"),
-    ("episode_pass", "Episode Pass@1"),
-)
+def with_ci(value: float | None, ci: Sequence[float] | None) -> str:
+    """``85.71 [66.67, 100.00]``: the value and its 95% interval, in percent."""
+    if value is None:
+        return "-"
+    if not ci:
+        return pct(value)
+    return f"{pct(value)} [{pct(ci[0])}, {pct(ci[1])}]"
 
 
 def header_line(header: Mapping[str, Any]) -> str:
@@ -31,15 +52,37 @@ def header_line(header: Mapping[str, Any]) -> str:
         f"model {header.get('model')}",
         f"temperature {header.get('temperature')}",
     ]
+    if (header.get("samples") or 1) > 1:
+        parts.append(f"{header['samples']} samples/task")
     revisions = header.get("data_revisions") or {}
     if revisions:
         parts.append("data " + ", ".join(f"{k}@{v}" for k, v in sorted(revisions.items())))
     if header.get("shard"):
         parts.append(f"shard {header['shard']}")
+    if header.get("merged_from"):
+        parts.append(f"merged from {len(header['merged_from'])} parts")
     return " | ".join(parts)
 
 
-def table_lines(subsets: Mapping[str, Mapping[str, Any]]) -> list[str]:
+def render_table(titles: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
+    """Plain aligned columns: first left-aligned, the rest right-aligned."""
+    widths = [max([len(titles[i]), *(len(r[i]) for r in rows)]) for i in range(len(titles))]
+
+    def fmt(cells: Sequence[str]) -> str:
+        return "  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(cells, widths))).rstrip()
+
+    return [fmt(titles), fmt(["-" * w for w in widths]), *(fmt(r) for r in rows)]
+
+
+def table_lines(subsets: Mapping[str, Mapping[str, Any]], cis: bool = True) -> list[str]:
+    """One row per subset: Table 2's Mean Test Pass@1 plus the strict metrics of Tables 9 and 10.
+
+    With ``cis`` each subset row is followed by a ``95% CI`` row (bootstrap over tasks), which
+    keeps the table as narrow as its titles.
+    """
+    show_samples = any((m.get("samples") or 1) > 1 for m in subsets.values())
+    titles = ["Subset", "Tasks", "Tests", *(["Samples"] if show_samples else []), *METRIC_LABELS.values()]
+    lead = 4 if show_samples else 3
     rows = []
     for name, m in subsets.items():
         rows.append(
@@ -47,34 +90,134 @@ def table_lines(subsets: Mapping[str, Mapping[str, Any]]) -> list[str]:
                 name,
                 str(m.get("tasks", 0)),
                 str(m.get("tests", 0)),
-                pct(m.get("mean_test_pass")),
-                pct(m.get("suite_pass")),
-                pct(m.get("turn_suite_pass")),
-                pct(m.get("episode_pass")),
+                *([str(m.get("samples") or 1)] if show_samples else []),
+                *(pct(m.get(key)) for key in METRIC_LABELS),
             ]
         )
-    titles = [t for _, t in COLUMNS]
-    widths = [max(len(titles[i]), *(len(r[i]) for r in rows)) if rows else len(titles[i]) for i in range(len(titles))]
-    fmt = lambda cells: "  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(cells, widths)))  # noqa: E731
-    return [fmt(titles), fmt(["-" * w for w in widths]), *(fmt(r) for r in rows)]
+        ci = m.get("ci") or {}
+        if cis and ci:
+            rows.append(
+                ["  95% CI", *([""] * (lead - 1)),
+                 *(f"[{pct(ci[k][0])}, {pct(ci[k][1])}]" if ci.get(k) else "" for k in METRIC_LABELS)]
+            )
+    return render_table(titles, rows)
 
 
-def failure_line(counts: Mapping[str, int]) -> str:
-    return "failures by class: " + ", ".join(f"{LABELS[c]} {counts.get(c, 0)}" for c in FAILURE_CLASSES)
+def failure_table_lines(subsets: Mapping[str, Mapping[str, Any]]) -> list[str]:
+    """§4.4-style counts: failed analysis units (task turns) per class, one row per subset."""
+    judged_classes = [c for c in FAILURE_CLASSES if c not in EXCLUDED]
+    titles = ["Subset", "Judged", "Failed", *(SHORT_LABELS[c] for c in FAILURE_CLASSES)]
+    rows = []
+    for name, m in subsets.items():
+        counts = m.get("failure_units") or {}
+        rows.append(
+            [name, str(m.get("units", 0)), str(sum(counts.get(c, 0) for c in judged_classes)),
+             *(str(counts.get(c, 0)) for c in FAILURE_CLASSES)]
+        )
+    return render_table(titles, rows)
+
+
+def failure_line(counts: Mapping[str, int], what: str = "failures by class") -> str:
+    return f"{what}: " + ", ".join(f"{LABELS[c]} {counts.get(c, 0)}" for c in FAILURE_CLASSES)
+
+
+def comparability_lines(subsets: Mapping[str, Mapping[str, Any]]) -> list[str]:
+    """Which of our columns compares with the paper's figure for a subset (from its manifest)."""
+    lines = []
+    for name, m in subsets.items():
+        paper = m.get("paper") or {}
+        metric = paper.get("comparable_metric")
+        if not metric:
+            continue
+        where = f"leaderboard '{paper['leaderboard']}'" if paper.get("leaderboard") else "the paper"
+        line = f"{name}: compare {METRIC_LABELS.get(metric, metric)} with {where}"
+        if metric == "suite_pass" and not m.get("multi_turn_tasks"):
+            line += (" (the paper's figure is all-or-nothing per task; our per-case items give true partial "
+                     "credit, so our Mean Test Pass@1 is higher by design)")
+        lines.append(line)
+    return lines
+
+
+def overall_lines(overall: Mapping[str, Mapping[str, float]]) -> list[str]:
+    lines = []
+    for split, figures in overall.items():
+        if figures:
+            shown = ", ".join(f"{METRIC_LABELS[k]} {pct(v)}" for k, v in figures.items())
+            lines.append(f"{SPLIT_LABELS.get(split, split)} (macro mean over {split} subsets): {shown}")
+    return lines
+
+
+def pass_at_k_lines(subsets: Mapping[str, Mapping[str, Any]]) -> list[str]:
+    lines = []
+    for name, m in subsets.items():
+        ks = m.get("pass_at_k") or {}
+        if len(ks) > 1:
+            shown = ", ".join(f"pass@{k} {pct(v)}" for k, v in ks.items())
+            lines.append(f"{name}: {shown} (unbiased estimator, Chen et al. 2021; n={m.get('samples')})")
+    return lines
+
+
+def usage_line(usage: Mapping[str, Any]) -> str | None:
+    tokens = (usage.get("prompt_tokens") or 0) + (usage.get("completion_tokens") or 0)
+    if not tokens and not usage.get("cost_known"):
+        return None
+    line = f"tokens {usage.get('prompt_tokens', 0):,} in / {usage.get('completion_tokens', 0):,} out"
+    if usage.get("cost_known"):
+        line += f"; cost ${usage.get('cost_usd', 0.0):.4f}"
+        if usage.get("cached_cost_usd"):
+            line += f" (+${usage['cached_cost_usd']:.4f} paid earlier for cached answers)"
+        unknown = (usage.get("answers") or 0) - usage["cost_known"]
+        if unknown > 0:
+            line += f", unknown for {unknown} answer(s)"
+    return line
+
+
+def excluded_lines(subsets: Mapping[str, Mapping[str, Any]], limit: int = 10) -> list[str]:
+    lines = []
+    for name, m in subsets.items():
+        excluded = m.get("excluded_tasks") or []
+        if excluded:
+            shown = ", ".join(excluded[:limit]) + (f" ... (+{len(excluded) - limit})" if len(excluded) > limit else "")
+            lines.append(
+                f"{name}: {len(excluded)} task(s) excluded from the metrics (infrastructure / not generated): {shown}"
+            )
+    return lines
 
 
 def summary_lines(document: Mapping[str, Any], verbose: int = 0) -> list[str]:
-    """Lines for the terminal (``-q`` gives just the table)."""
-    lines = []
-    if verbose >= 0:
-        lines.append(header_line(document["header"]))
-    lines.extend(table_lines(document["subsets"]))
-    lines.append("metrics in %; Mean Test Pass@1 gives partial credit per task (PLSQLBench App. C)")
-    if verbose >= 0:
-        lines.append(failure_line(document["failure_classes"]))
-        for name, m in document["subsets"].items():
-            excluded = m.get("excluded_tasks") or []
-            if excluded:
-                shown = ", ".join(excluded[:10]) + (f" ... (+{len(excluded) - 10})" if len(excluded) > 10 else "")
-                lines.append(f"{name}: {len(excluded)} task(s) excluded from the metrics (infrastructure / not generated): {shown}")
+    """Lines for the terminal (``-q``: the table and one line of failures; ``-v``: per-test counts)."""
+    subsets = document.get("subsets") or {}
+    header = document.get("header") or {}
+    stats = document.get("statistics") or {}
+    quiet = verbose < 0
+    lines = [] if quiet else [header_line(header)]
+    lines.extend(table_lines(subsets, cis=not quiet))
+    note = "metrics in %; Mean Test Pass@1 gives partial credit per task (PLSQLBench App. C)"
+    if not quiet and any(m.get("ci") for m in subsets.values()):
+        note += (f"; 95% CI: percentile bootstrap over tasks ({stats.get('bootstrap_resamples', '?')} resamples, "
+                 f"seed {stats.get('bootstrap_seed', '?')})")
+    lines.append(note)
+    lines.extend(comparability_lines(subsets))
+    if quiet:
+        failed = document.get("failure_units") or {}
+        nonzero = [f"{SHORT_LABELS[c]} {failed[c]}" for c in FAILURE_CLASSES if failed.get(c)]
+        lines.append("failed task turns: " + (", ".join(nonzero) if nonzero else "none"))
+        n_excl = sum(len(m.get("excluded_tasks") or []) for m in subsets.values())
+        if n_excl:
+            lines.append(f"{n_excl} task(s) excluded from the metrics (infrastructure / not generated)")
+        return lines
+    lines.extend(overall_lines(document.get("overall") or {}))
+    lines.extend(pass_at_k_lines(subsets))
+    if (header.get("samples") or 1) > 1 and not header.get("temperature"):
+        lines.append(f"note: {header['samples']} samples at temperature {header.get('temperature')}: samples are "
+                     "likely identical, so pass@k says little; use --plsql-temperature")
+    lines.append("Failed task turns by class, as in the paper's §4.4 (invalid = invalid artifact, interface = "
+                 "interface/schema; infra and not generated turns are not judged):")
+    lines.extend(failure_table_lines(subsets))
+    if verbose > 0:
+        lines.append(failure_line(document.get("failure_classes") or {}, "failed unit tests by class"))
+    usage = usage_line(document.get("usage") or {})
+    if usage:
+        lines.append(usage)
+    lines.extend(excluded_lines(subsets))
     return lines
