@@ -1,0 +1,76 @@
+"""Scores by difficulty, reasoning type and PL/SQL construct (the paper's App. D annotations).
+
+Labels come from a task's metadata when its loader provides them (``difficulty``,
+``reasoning_types``, ``plsql_constructs`` ...), else from its markers (``difficulty_advanced``,
+``reasoning_aggregation``, ``construct_function``). Labels are multi-valued like Table 8: a task
+with three reasoning types counts in each of the three rows.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Iterable, Mapping
+
+from .stats import mean
+
+
+@dataclass(frozen=True)
+class Dimension:
+    key: str
+    title: str
+    #: metadata fields read, in order; a string or a list of strings.
+    fields: tuple[str, ...]
+    #: marker prefix used when metadata has none of the fields.
+    marker_prefix: str
+
+
+DIMENSIONS = (
+    Dimension("difficulty", "Difficulty", ("difficulty", "level"), "difficulty_"),
+    Dimension("reasoning", "Reasoning type", ("reasoning_types", "reasoning_type", "reasoning"), "reasoning_"),
+    Dimension("construct", "PL/SQL construct", ("plsql_constructs", "constructs", "construct"), "construct_"),
+)
+
+
+def labels(task: Mapping[str, Any], dim: Dimension) -> list[str]:
+    """The task's labels in one dimension (empty when it has none)."""
+    meta = task.get("metadata") or {}
+    for name in dim.fields:
+        value = meta.get(name)
+        if isinstance(value, str) and value.strip():
+            return [value.strip()]
+        if isinstance(value, (list, tuple)):
+            found = [str(v).strip() for v in value if str(v).strip()]
+            if found:
+                return list(dict.fromkeys(found))
+    return [m[len(dim.marker_prefix):].replace("_", " ") for m in task.get("markers") or [] if m.startswith(dim.marker_prefix)]
+
+
+def breakdown(tasks: Iterable[Mapping[str, Any]], dim: Dimension) -> list[dict[str, Any]]:
+    """Rows ``{label, tasks, mean_test_pass, suite_pass}`` over judged tasks, most tasks first."""
+    groups: dict[str, list[Mapping[str, Any]]] = {}
+    for task in tasks:
+        if task.get("excluded") or task.get("test_pass") is None:
+            continue
+        for label in labels(task, dim):
+            groups.setdefault(label, []).append(task)
+    rows = [
+        {
+            "label": label,
+            "tasks": len(members),
+            "mean_test_pass": mean([t["test_pass"] for t in members]),
+            "suite_pass": mean([t["suite_pass"] for t in members]),
+        }
+        for label, members in groups.items()
+    ]
+    return sorted(rows, key=lambda r: (-r["tasks"], r["label"].lower()))
+
+
+def all_breakdowns(document: Mapping[str, Any]) -> list[tuple[Dimension, list[dict[str, Any]]]]:
+    """Every dimension that has at least one labelled task."""
+    tasks = document.get("tasks") or []
+    out = []
+    for dim in DIMENSIONS:
+        rows = breakdown(tasks, dim)
+        if rows:
+            out.append((dim, rows))
+    return out

@@ -1,0 +1,117 @@
+"""``plsqlbench report``, ``plsqlbench leaderboard`` and ``plsqlbench merge``.
+
+All three read results files written by ``--plsql-results``; none needs pytest, a database or the
+benchmark data, so they run anywhere a results file was copied to (a CI artifact, a laptop).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from pathlib import Path
+from typing import Any
+
+from ..results import read_document, write_document
+from ..summary import summary_lines
+
+log = logging.getLogger(__name__)
+
+
+def _emit(text: str, output: Path | None) -> None:
+    if output is None:
+        sys.stdout.write(text)
+        return
+    output.parent.mkdir(parents=True, exist_ok=True)
+    output.write_text(text, encoding="utf-8")
+    print(f"wrote {output}", file=sys.stderr)
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    document = read_document(args.results)
+    if args.format == "text":
+        verbosity = -1 if args.quiet else (1 if args.detailed else 0)
+        _emit("\n".join(summary_lines(document, verbosity)) + "\n", args.output)
+        return 0
+    from .render import render
+
+    _emit(render(document, args.format), args.output)
+    return 0
+
+
+def cmd_leaderboard(args: argparse.Namespace) -> int:
+    from .leaderboard import entry
+
+    document = read_document(args.results)
+    result, notes = entry(
+        document,
+        method=args.method,
+        organization=args.organization,
+        category=args.category,
+        date=args.date,
+        link=args.link,
+        setting=args.setting,
+        partial_overall=args.partial_overall,
+    )
+    for note in notes:
+        print(f"plsqlbench leaderboard: {note}", file=sys.stderr)
+    _emit(json.dumps(result, indent=2) + "\n", args.output)
+    return 0
+
+
+def cmd_merge(args: argparse.Namespace) -> int:
+    from .merge import merge_files
+
+    merged = merge_files(args.results, allow_partial=args.allow_partial)
+    write_document(merged, args.output)
+    print(f"merged {len(args.results)} results files into {args.output}", file=sys.stderr)
+    if not args.quiet:
+        print("\n".join(summary_lines(merged, 0)))
+    return 0
+
+
+def register(subparsers: Any) -> None:
+    """Add the reporting subcommands to the ``plsqlbench`` parser."""
+    p = subparsers.add_parser(
+        "report",
+        help="print or render the summary of a results file",
+        description="Re-print a run's summary from its --plsql-results file, or write a self-contained "
+        "Markdown/HTML report with breakdowns and a chart.",
+    )
+    p.add_argument("results", type=Path, metavar="RESULTS.json")
+    p.add_argument("--format", choices=("text", "markdown", "html"), default="text")
+    p.add_argument("-o", "--output", type=Path, metavar="FILE", help="write here instead of standard output")
+    p.add_argument("-q", "--quiet", action="store_true", help="text: just the table (like pytest -q)")
+    p.add_argument("--detailed", action="store_true", help="text: also per-test failure counts (like pytest -v)")
+    p.set_defaults(func=cmd_report)
+
+    p = subparsers.add_parser(
+        "leaderboard",
+        help="emit a plsqlbench.github.io leaderboard entry for a results file",
+        description="Print an entry for the site's data/leaderboard.json: scores per dataset in percent, "
+        "plus development/test overall means where the run covers the whole split.",
+    )
+    p.add_argument("results", type=Path, metavar="RESULTS.json")
+    p.add_argument("--method", required=True, help="model or system name shown on the leaderboard")
+    p.add_argument("--organization", default="", help="e.g. 'Direct generation' or the lab's name")
+    p.add_argument("--category", default="", help="Open-weight or Proprietary")
+    p.add_argument("--date", default=None, help="YYYY-MM-DD (default: today)")
+    p.add_argument("--link", default="", help="URL of the model or the submission")
+    p.add_argument("--setting", default="Direct generation", help="how answers were produced (default: %(default)s)")
+    p.add_argument("--partial-overall", action="store_true",
+                   help="emit split overall means even when the run lacks some of the split's datasets")
+    p.add_argument("-o", "--output", type=Path, metavar="FILE", help="write the entry here instead of standard output")
+    p.set_defaults(func=cmd_leaderboard)
+
+    p = subparsers.add_parser(
+        "merge",
+        help="combine results files of shards of one run",
+        description="Merge the results of --plsql-shard I/N (or -k) parts of one run into one results file "
+        "whose aggregates equal an unsharded run's. Refuses parts of different runs and overlapping tasks.",
+    )
+    p.add_argument("results", type=Path, nargs="+", metavar="PART.json")
+    p.add_argument("-o", "--output", type=Path, required=True, metavar="ALL.json")
+    p.add_argument("--allow-partial", action="store_true", help="merge even if some shards of I/N are missing")
+    p.add_argument("-q", "--quiet", action="store_true", help="do not print the merged summary")
+    p.set_defaults(func=cmd_merge)

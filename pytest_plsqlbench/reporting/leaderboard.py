@@ -1,0 +1,150 @@
+"""An entry for the plsqlbench.github.io leaderboard (``data/leaderboard.json``, ``entries[]``).
+
+The site's schema, as its files define it (versions of 2026-06-17 and 2026-08-16):
+
+* an entry is ``{method, organization, category, date, setting, link, scores}``;
+* ``scores`` maps a task id to ``{metric id: percent}``, two decimals; the site prints values
+  <= 1 as fractions (x100), so a score is always given in percent;
+* single-turn sets report ``mean_test_pass`` and ``suite_pass``; multi-turn sets (Spider2-MT)
+  ``mean_test_pass``, ``episode_pass`` and ``turn_suite_pass``;
+* ``development_overall`` / ``test_overall``: per metric, the macro average over the split's
+  datasets *that report the metric*; ``overall_test`` (the 2026-08 site's default column) is the
+  mean Mean Test Pass@1 over the three test sets (MBPP+, Spider2-ST test, Spider2-MT test).
+  Averages are taken over the published two-decimal values, so they can be recomputed from the
+  entry itself.
+
+Which subset feeds which task id comes from the subset manifests' ``paper.leaderboard`` (kept in
+the results document). Where a manifest says the paper's figure equals another of our metrics
+(``paper.comparable_metric``: MBPP's published blocks are all-or-nothing per task), that metric is
+what the site's ``mean_test_pass`` receives.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+from typing import Any, Mapping
+
+from ..errors import UsageError
+from ..results import subset_kind_metrics
+
+log = logging.getLogger(__name__)
+
+#: The site's datasets per split (Table 2 of the paper; the site's data/leaderboard.json).
+SITE_SPLITS = {
+    "dev": ("mbpp", "spider", "spider2_st_dev", "spider2_mt_dev"),
+    "test": ("mbpp_plus", "spider2_st_test", "spider2_mt_test"),
+}
+OVERALL_KEYS = {"dev": "development_overall", "test": "test_overall"}
+SITE_METRICS = ("mean_test_pass", "suite_pass", "episode_pass", "turn_suite_pass")
+#: Values of ``category`` the site's entries use.
+KNOWN_CATEGORIES = ("Open-weight", "Proprietary")
+
+
+def _percent(value: float) -> float:
+    return round(100.0 * value, 2)
+
+
+def _mean2(values: list[float]) -> float:
+    return round(sum(values) / len(values), 2)
+
+
+def dataset_scores(document: Mapping[str, Any]) -> tuple[dict[str, dict[str, float]], list[str]]:
+    """``{site task id: {metric: percent}}`` for the subsets with a leaderboard key, plus notes."""
+    scores: dict[str, dict[str, float]] = {}
+    notes: list[str] = []
+    for name, m in (document.get("subsets") or {}).items():
+        paper = m.get("paper") or {}
+        key = paper.get("leaderboard")
+        if not key:
+            notes.append(f"{name}: no leaderboard key in its manifest (paper.leaderboard); left out")
+            continue
+        if key in scores:
+            raise UsageError(f"two subsets map to leaderboard key {key!r}; score them in separate runs")
+        figures: dict[str, float] = {}
+        for metric in subset_kind_metrics(m):
+            source = metric
+            if metric == "mean_test_pass" and paper.get("comparable_metric") not in (None, "mean_test_pass"):
+                source = paper["comparable_metric"]
+                notes.append(f"{name}: the site's mean_test_pass for {key!r} is our {source} (paper.comparable_metric)")
+            if m.get(source) is not None:
+                figures[metric] = _percent(m[source])
+        if figures:
+            scores[key] = figures
+    return scores, notes
+
+
+def overall_scores(
+    scores: Mapping[str, Mapping[str, float]], partial: bool = False
+) -> tuple[dict[str, dict[str, float]], list[str]]:
+    """``development_overall``, ``test_overall`` and ``overall_test`` from the dataset scores.
+
+    A split's overall is emitted only when every dataset of the split is present, unless
+    ``partial`` -- a mean over fewer datasets would not rank fairly against the others.
+    """
+    out: dict[str, dict[str, float]] = {}
+    notes: list[str] = []
+    for split, members in SITE_SPLITS.items():
+        present = [k for k in members if k in scores]
+        if not present:
+            continue
+        missing = [k for k in members if k not in scores]
+        if missing and not partial:
+            notes.append(f"{OVERALL_KEYS[split]} left out: the run lacks {', '.join(missing)} (--partial-overall to emit anyway)")
+            continue
+        figures = {}
+        for metric in SITE_METRICS:
+            values = [scores[k][metric] for k in present if metric in scores[k]]
+            if values:
+                figures[metric] = _mean2(values)
+        out[OVERALL_KEYS[split]] = figures
+        if split == "test" and "mean_test_pass" in figures:
+            out["overall_test"] = {"mean_test_pass": figures["mean_test_pass"]}
+    return out, notes
+
+
+def entry(
+    document: Mapping[str, Any],
+    method: str,
+    organization: str = "",
+    category: str = "",
+    date: str | None = None,
+    link: str = "",
+    setting: str = "Direct generation",
+    partial_overall: bool = False,
+) -> tuple[dict[str, Any], list[str]]:
+    """The leaderboard entry for a results document, and notes on what was left out and why."""
+    if not method.strip():
+        raise UsageError("leaderboard: --method must name the model or system")
+    if date is None:
+        date = dt.date.today().isoformat()
+    else:
+        try:
+            dt.date.fromisoformat(date)
+        except ValueError:
+            raise UsageError(f"leaderboard: --date must be YYYY-MM-DD, got {date!r}") from None
+    scores, notes = dataset_scores(document)
+    if not scores:
+        raise UsageError(
+            "leaderboard: no subset of this run has a leaderboard key (paper.leaderboard in its manifest); "
+            f"subsets: {', '.join(document.get('subsets') or {}) or 'none'}"
+        )
+    overall, more = overall_scores(scores, partial_overall)
+    notes += more
+    if category and category not in KNOWN_CATEGORIES:
+        notes.append(f"category {category!r} is not one the site uses ({', '.join(KNOWN_CATEGORIES)})")
+    header = document.get("header") or {}
+    if (header.get("samples") or 1) > 1:
+        notes.append(f"scores are Pass@1 means over {header['samples']} samples per task")
+    return (
+        {
+            "method": method.strip(),
+            "organization": organization,
+            "category": category,
+            "date": date,
+            "setting": setting,
+            "link": link,
+            "scores": {**overall, **scores},
+        },
+        notes,
+    )

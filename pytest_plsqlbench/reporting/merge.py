@@ -1,0 +1,122 @@
+"""Combining the results of shards (``--plsql-shard I/N``, ``-k`` splits, CI matrix jobs) into one.
+
+The merged document is rebuilt from the task entries with the same function that builds a
+run's own document (:func:`pytest_plsqlbench.results.build_document`), so its aggregates --
+means, confidence intervals, pass@k, failure counts -- equal those of the unsharded run.
+
+Parts must come from one run configuration: the same plugin version, model, dialect, database,
+generation and scoring settings, subsets and data revisions, and no task may appear twice.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+from ..errors import UsageError
+from ..results import RUN_IDENTITY, build_document, read_document
+
+
+class MergeError(UsageError):
+    """The parts cannot be one run; the message says which files differ in what."""
+
+
+def _differences(parts: Sequence[tuple[str, Mapping[str, Any]]]) -> list[str]:
+    problems = []
+    headers = [(name, doc["header"]) for name, doc in parts]
+    for key in (*RUN_IDENTITY, "subsets"):
+        values = {name: h.get(key) for name, h in headers}
+        if len({repr(v) for v in values.values()}) > 1:
+            problems.append(f"{key}: " + "; ".join(f"{n} has {v!r}" for n, v in values.items()))
+    versions = {name: h.get("database_version") for name, h in headers if h.get("database_version")}
+    if len(set(versions.values())) > 1:
+        problems.append("database_version: " + "; ".join(f"{n} has {v!r}" for n, v in versions.items()))
+    subsets = {s for _, doc in parts for s in doc.get("subsets") or {}}
+    for subset in sorted(subsets):
+        revs = {
+            name: (h.get("data_revisions") or {}).get(subset)
+            for (name, h), (_, doc) in zip(headers, parts)
+            if subset in (doc.get("subsets") or {}) and (h.get("data_revisions") or {}).get(subset)
+        }
+        if len(set(revs.values())) > 1:
+            problems.append(f"data revision of {subset}: " + "; ".join(f"{n} has {v}" for n, v in revs.items()))
+    return problems
+
+
+def _shards(parts: Sequence[tuple[str, Mapping[str, Any]]], allow_partial: bool) -> list[str]:
+    problems = []
+    seen: dict[tuple[int, int], str] = {}
+    counts = set()
+    for name, doc in parts:
+        shard = doc["header"].get("shard")
+        if not shard:
+            continue
+        index, count = (int(x) for x in str(shard).split("/"))
+        counts.add(count)
+        if (index, count) in seen:
+            problems.append(f"shard {shard} given twice: {seen[(index, count)]} and {name}")
+        seen[(index, count)] = name
+    if len(counts) > 1:
+        problems.append("shards of different splits: " + ", ".join(f"{n} is {d['header'].get('shard')}" for n, d in parts))
+    elif counts and not allow_partial:
+        count = counts.pop()
+        missing = [f"{i}/{count}" for i in range(1, count + 1) if (i, count) not in seen]
+        if missing and len(seen) == len(parts):
+            problems.append(f"shard(s) {', '.join(missing)} missing (--allow-partial merges what is there)")
+    return problems
+
+
+def merge_documents(parts: Sequence[tuple[str, Mapping[str, Any]]], allow_partial: bool = False) -> dict[str, Any]:
+    """Merge ``(name, document)`` parts of one run; raise :class:`MergeError` if they are not."""
+    if len(parts) < 2:
+        raise MergeError("merge needs at least two results files")
+    problems = _differences(parts)
+    if problems:
+        raise MergeError("these results are not parts of one run:\n  " + "\n  ".join(problems))
+    owner: dict[tuple[str, str], str] = {}
+    overlap = []
+    for name, doc in parts:
+        for task in doc["tasks"]:
+            key = (task["subset"], task["task_id"])
+            if key in owner:
+                overlap.append(f"{key[0]}/{key[1]} ({owner[key]} and {name})")
+            owner.setdefault(key, name)
+    if overlap:
+        shown = ", ".join(overlap[:5]) + (f" ... (+{len(overlap) - 5})" if len(overlap) > 5 else "")
+        raise MergeError(f"the parts overlap: {len(overlap)} task(s) appear twice: {shown}")
+    problems = _shards(parts, allow_partial)
+    if problems:
+        raise MergeError("cannot merge: " + "; ".join(problems))
+    headers = [doc["header"] for _, doc in parts]
+    header = dict(headers[0])
+    header.update(
+        shard=None,
+        keyword=None,
+        markexpr=None,
+        database_version=next((h.get("database_version") for h in headers if h.get("database_version")), None),
+        data_revisions={k: v for h in headers for k, v in (h.get("data_revisions") or {}).items()},
+        started=min(str(h.get("started") or "") for h in headers) or None,
+        finished=max(str(h.get("finished") or "") for h in headers) or None,
+        merged_from=[
+            {
+                "file": name,
+                "shard": doc["header"].get("shard"),
+                "keyword": doc["header"].get("keyword"),
+                "markexpr": doc["header"].get("markexpr"),
+                "tasks": len(doc["tasks"]),
+                "started": doc["header"].get("started"),
+                "finished": doc["header"].get("finished"),
+            }
+            for name, doc in parts
+        ],
+    )
+    info: dict[str, dict[str, Any]] = {}
+    for _, doc in parts:
+        for subset, m in (doc.get("subsets") or {}).items():
+            info.setdefault(subset, {"paper": m.get("paper") or {}})
+    tasks = [task for _, doc in parts for task in doc["tasks"]]
+    return build_document(header, tasks, info)
+
+
+def merge_files(paths: Sequence[Path], allow_partial: bool = False) -> dict[str, Any]:
+    return merge_documents([(str(p), read_document(Path(p))) for p in paths], allow_partial)
