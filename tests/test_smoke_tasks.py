@@ -33,6 +33,7 @@ FIXTURE_DIRS = (REPO / "fixtures",)
 TASK_FILES = sorted(SMOKE_DIR.glob("*.yaml"))
 
 RUN_ARGS = ("--subset", "smoke", "-p", "no:cacheprovider")
+POSTGRES = "--plsql-dialect=postgres"
 REQUIRED_MARKERS = {
     "construct_function",
     "construct_procedure",
@@ -130,9 +131,9 @@ def _oracle_script_problems(label: str, script: str) -> list[str]:
     for stmt in statements:
         body = stmt.text.splitlines()
         if stmt.kind == "plsql" and any(_END_LINE.match(line) for line in body[:-1]):
-            problems.append(f"oracle {label} line {stmt.line}: a PL/SQL unit runs into the next one (missing '/')")
+            problems.append(f"oracle {label} line {stmt.line}: PL/SQL unit runs into the next (no '/')")
         if stmt.kind == "sql" and any(_SQL_START.match(line) for line in body[1:]):
-            problems.append(f"oracle {label} line {stmt.line}: a SQL statement runs into the next one (missing ';')")
+            problems.append(f"oracle {label} line {stmt.line}: SQL runs into the next statement (no ';')")
     for word in _POSTGRES_ONLY:
         if word in script:
             problems.append(f"oracle {label}: contains PostgreSQL {word!r}")
@@ -141,7 +142,8 @@ def _oracle_script_problems(label: str, script: str) -> list[str]:
 
 @pytest.mark.parametrize("path", TASK_FILES, ids=[p.stem for p in TASK_FILES])
 def test_scripts_follow_their_dialect(path: Path) -> None:
-    problems = [p for label, script in _scripts(_load(path, "oracle")) for p in _oracle_script_problems(label, script)]
+    oracle = _load(path, "oracle")
+    problems = [p for label, script in _scripts(oracle) for p in _oracle_script_problems(label, script)]
     assert not problems, "\n".join(problems)
     for label, script in _scripts(_load(path, "postgres")):
         assert not any(line.strip() == "/" for line in script.splitlines()), f"postgres {label}: '/' line"
@@ -158,7 +160,7 @@ def test_oracle_fixture_scripts(path: Path) -> None:
 
 
 def test_oracle_lint_catches_broken_scripts() -> None:
-    good = "CREATE FUNCTION f RETURN NUMBER IS\nBEGIN\n  RETURN 1;\nEND f;\n/\nSELECT f FROM dual;\nEXEC p(1);\n"
+    good = "CREATE FUNCTION f RETURN NUMBER IS\nBEGIN\n  RETURN 1;\nEND f;\n/\nSELECT f FROM dual;\n" "EXEC p(1);\n"
     assert _oracle_script_problems("good", good) == []
     assert _oracle_script_problems("no slash", good.replace("END f;\n/\n", "END f;\n"))
     assert _oracle_script_problems("two units, one slash", "BEGIN\n  NULL;\nEND;\nBEGIN\n  NULL;\nEND;\n/\n")
@@ -171,7 +173,9 @@ def test_oracle_lint_catches_broken_scripts() -> None:
 
 def test_reference_answers_pass(pytester: pytest.Pytester, tasks: dict[str, dict[str, Task]]) -> None:
     results = pytester.path / "reference.json"
-    run = pytester.runpytest_subprocess(*RUN_ARGS, "--plsql-model=reference", f"--plsql-results={results}")
+    run = pytester.runpytest_subprocess(
+        *RUN_ARGS, POSTGRES, "--plsql-model=reference", f"--plsql-results={results}"
+    )
     n_tests = sum(t.n_tests for t in tasks["postgres"].values())
     run.assert_outcomes(passed=n_tests)
     doc = json.loads(results.read_text(encoding="utf-8"))
@@ -190,8 +194,10 @@ def test_oracle_files_collect(pytester: pytest.Pytester, tasks: dict[str, dict[s
 
 
 @pytest.mark.oracle
-@pytest.mark.skipif(not os.environ.get("PLSQL_ORACLE_DSN"), reason="no Oracle reachable: set PLSQL_ORACLE_DSN")
-def test_reference_answers_pass_on_oracle(pytester: pytest.Pytester, tasks: dict[str, dict[str, Task]]) -> None:
+@pytest.mark.skipif(not os.environ.get("PLSQL_ORACLE_DSN"), reason="no Oracle: set PLSQL_ORACLE_DSN")
+def test_reference_answers_pass_on_oracle(
+    pytester: pytest.Pytester, tasks: dict[str, dict[str, Task]]
+) -> None:
     results = pytester.path / "oracle.json"
     run = pytester.runpytest_subprocess(
         *RUN_ARGS, "--plsql-dialect=oracle", "--plsql-model=reference", f"--plsql-results={results}"
@@ -297,7 +303,8 @@ END $$;
 CREATE PROCEDURE print_histogram(p_values numeric[]) LANGUAGE plpgsql AS $$
 DECLARE r record; n integer := 0;
 BEGIN
-  FOR r IN SELECT x, count(*) AS c FROM unnest(p_values) x WHERE x IS NOT NULL GROUP BY x ORDER BY c DESC, x LOOP
+  FOR r IN SELECT x, count(*) AS c FROM unnest(p_values) x WHERE x IS NOT NULL
+           GROUP BY x ORDER BY c DESC, x LOOP
     RAISE NOTICE '%: %', to_char(r.x, 'FM9999999990'), repeat('*', r.c::integer);
     n := n + 1;
   END LOOP;
@@ -310,7 +317,9 @@ CREATE FUNCTION number_series(p_start numeric, p_stop numeric, p_step numeric) R
 LANGUAGE plpgsql AS $$
 DECLARE v numeric := p_start;
 BEGIN
-  IF p_step = 0 THEN RAISE EXCEPTION 'step must not be zero' USING ERRCODE = 'invalid_parameter_value'; END IF;
+  IF p_step = 0 THEN
+    RAISE EXCEPTION 'step must not be zero' USING ERRCODE = 'invalid_parameter_value';
+  END IF;
   WHILE (p_step > 0 AND v < p_stop) OR (p_step < 0 AND v > p_stop) LOOP
     RETURN NEXT v; v := v + p_step;
   END LOOP;
@@ -322,7 +331,8 @@ CREATE FUNCTION top_n_products(p_n integer) RETURNS text[] LANGUAGE plpgsql AS $
 BEGIN
   IF p_n IS NULL THEN RETURN NULL; END IF;
   RETURN coalesce((SELECT array_agg(name ORDER BY unit_price DESC, name DESC) FROM
-    (SELECT name, unit_price FROM shop.products ORDER BY unit_price DESC, name DESC LIMIT greatest(p_n, 0)) t), '{}');
+    (SELECT name, unit_price FROM shop.products ORDER BY unit_price DESC, name DESC
+     LIMIT greatest(p_n, 0)) t), '{}');
 END $$;
 """},
     # Boundary: 5 counts as LOW.
@@ -339,7 +349,8 @@ CREATE PROCEDURE print_category_summary(p_category text DEFAULT NULL) LANGUAGE p
 DECLARE r record; n integer := 0;
 BEGIN
   FOR r IN SELECT category, count(*) AS c, sum(stock) AS s, avg(unit_price) AS a FROM shop.products
-           WHERE p_category IS NULL OR upper(category) = upper(p_category) GROUP BY category ORDER BY category LOOP
+           WHERE p_category IS NULL OR upper(category) = upper(p_category)
+           GROUP BY category ORDER BY category LOOP
     RAISE NOTICE '%: % products, % in stock, avg price %', r.category, r.c, r.s, r.a;
     n := n + 1;
   END LOOP;
@@ -414,7 +425,8 @@ CREATE PROCEDURE shop_stats_print_leaderboard(p_top integer) LANGUAGE plpgsql AS
 DECLARE r record; k integer := 0;
 BEGIN
   FOR r IN SELECT name, shop_stats_customer_total(customer_id) AS t FROM shop.customers
-           WHERE shop_stats_customer_total(customer_id) > 0 ORDER BY t DESC, customer_id LIMIT greatest(p_top, 0) LOOP
+           WHERE shop_stats_customer_total(customer_id) > 0
+           ORDER BY t DESC, customer_id LIMIT greatest(p_top, 0) LOOP
     k := k + 1;
     RAISE NOTICE '%. %: %', k, r.name, to_char(r.t, 'FM9999999990.00');
   END LOOP;
@@ -450,7 +462,8 @@ END $$;
 CREATE PROCEDURE report_customer(p_customer_id integer) LANGUAGE plpgsql AS $$
 DECLARE r record;
 BEGIN
-  FOR r IN SELECT order_id, status FROM shop.orders WHERE customer_id = p_customer_id ORDER BY order_id DESC LOOP
+  FOR r IN SELECT order_id, status FROM shop.orders WHERE customer_id = p_customer_id
+           ORDER BY order_id DESC LOOP
     RAISE NOTICE '% %', r.order_id, r.status;
   END LOOP;
 END $$;
@@ -459,7 +472,7 @@ END $$;
 
 
 def test_every_task_has_a_wrong_answer(tasks: dict[str, dict[str, Task]]) -> None:
-    assert sorted(WRONG_ANSWERS) == sorted(tasks["postgres"]), "WRONG_ANSWERS must cover exactly the smoke tasks"
+    assert sorted(WRONG_ANSWERS) == sorted(tasks["postgres"]), "one wrong answer per smoke task"
 
 
 def test_wrong_answers_fail_every_task(pytester: pytest.Pytester, tasks: dict[str, dict[str, Task]]) -> None:
@@ -473,7 +486,9 @@ def test_wrong_answers_fail_every_task(pytester: pytest.Pytester, tasks: dict[st
         encoding="utf-8",
     )
     results = pytester.path / "wrong.json"
-    run = pytester.runpytest_subprocess(*RUN_ARGS, f"--plsql-answers={answers}", f"--plsql-results={results}")
+    run = pytester.runpytest_subprocess(
+        *RUN_ARGS, POSTGRES, f"--plsql-answers={answers}", f"--plsql-results={results}"
+    )
     assert run.ret == 1, run.stdout.str()
     doc = json.loads(results.read_text(encoding="utf-8"))
     by_task = {t["task_id"]: t["tests"] for t in doc["tasks"]}
