@@ -160,7 +160,10 @@ def test_oracle_fixture_scripts(path: Path) -> None:
 
 
 def test_oracle_lint_catches_broken_scripts() -> None:
-    good = "CREATE FUNCTION f RETURN NUMBER IS\nBEGIN\n  RETURN 1;\nEND f;\n/\nSELECT f FROM dual;\n" "EXEC p(1);\n"
+    good = (
+        "CREATE FUNCTION f RETURN NUMBER IS\nBEGIN\n  RETURN 1;\nEND f;\n/\n"
+        "SELECT f FROM dual;\nEXEC p(1);\n"
+    )
     assert _oracle_script_problems("good", good) == []
     assert _oracle_script_problems("no slash", good.replace("END f;\n/\n", "END f;\n"))
     assert _oracle_script_problems("two units, one slash", "BEGIN\n  NULL;\nEND;\nBEGIN\n  NULL;\nEND;\n/\n")
