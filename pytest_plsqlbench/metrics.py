@@ -233,7 +233,7 @@ def unit_failures(tests: Iterable[Mapping[str, Any]]) -> Counter[str]:
     return out
 
 
-def test_failures(tests: Iterable[Mapping[str, Any]]) -> Counter[str]:
+def failed_tests(tests: Iterable[Mapping[str, Any]]) -> Counter[str]:
     """Failed unit tests by class."""
     return Counter(r.get("failure_class", PASSED) for r in tests if r.get("failure_class", PASSED) != PASSED)
 

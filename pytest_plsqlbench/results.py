@@ -27,7 +27,7 @@ import pytest
 
 from . import __version__
 from .errors import UsageError
-from .metrics import HEADLINE, TaskResult, score_samples, subset_metrics, test_failures, unit_failures
+from .metrics import HEADLINE, TaskResult, score_samples, subset_metrics, failed_tests, unit_failures
 from .outcomes import EXCLUDED, FAILURE_CLASSES, INFRASTRUCTURE, PASSED
 from .reporting import junit
 from .reporting.stats import BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED, CONFIDENCE, mean
@@ -262,7 +262,7 @@ def build_document(
         tests = sorted(entry.get("tests", []), key=lambda r: (int(r.get("sample") or 0), int(r.get("turn", 1)), r["test_id"]))
         result = score_samples(entry["subset"], entry["task_id"], int(entry.get("n_turns", 1)), tests)
         results[entry["subset"]].append(result)
-        test_counts[entry["subset"]].update(test_failures(tests))
+        test_counts[entry["subset"]].update(failed_tests(tests))
         unit_counts[entry["subset"]].update(unit_failures(tests))
         units[entry["subset"]] += _judged_units(tests)
         usage[entry["subset"]].extend(entry.get("answers", []))

@@ -1,0 +1,184 @@
+"""The results document: built from task entries alone, versioned, read strictly; the summary it prints."""
+
+from __future__ import annotations
+
+import copy
+import json
+import random
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_plsqlbench.cli import main
+from pytest_plsqlbench.manifests import load_manifest
+from pytest_plsqlbench.results import (
+    RESULTS_FORMAT,
+    RESULTS_VERSION,
+    ResultsFormatError,
+    build_document,
+    manifest_digest,
+    read_document,
+    write_document,
+)
+from pytest_plsqlbench.summary import summary_lines
+
+HEADER = {
+    "plugin_version": "0.1.0", "dialect": "postgres", "database": "embedded", "database_version": "PostgreSQL 18.6",
+    "model": "openai/some-model", "temperature": 0.0, "max_tokens": 8192, "samples": 1, "assertions": "null-safe",
+    "timeout_s": 10.0, "safety": "block", "shard": None, "subsets": ["mbpp", "s2mt"],
+    "data_revisions": {"mbpp": "rev-a", "s2mt": "rev-b"},
+}
+PAPER = {
+    "mbpp": {"paper": {"leaderboard": "mbpp", "split": "dev", "comparable_metric": "suite_pass"}},
+    "s2mt": {"paper": {"leaderboard": "spider2_mt_dev", "split": "dev", "comparable_metric": "mean_test_pass"}},
+}
+
+
+def task(subset: str, task_id: str, turns: list[list[bool]], cls: str = "wrong_output", **extra: Any) -> dict[str, Any]:
+    tests = [
+        {"turn": t, "test_id": f"case-{i}", "sample": 0, "passed": ok, "failure_class": "passed" if ok else cls}
+        for t, outcomes in enumerate(turns, 1)
+        for i, ok in enumerate(outcomes)
+    ]
+    usage = {"model": "openai/some-model", "prompt_tokens": 1000, "completion_tokens": 200, "cost_usd": 0.01}
+    answers = [{"turn": t, "sample": 0, "status": "ok", "source": "model", "cache_key": f"k-{task_id}-{t}", "usage": usage}
+               for t in range(1, len(turns) + 1)]
+    return {"subset": subset, "task_id": task_id, "n_turns": len(turns), "metadata": {}, "markers": [],
+            "answers": answers, "tests": tests, **extra}
+
+
+def sample_tasks() -> list[dict[str, Any]]:
+    return [
+        task("mbpp", "m1", [[True, True, False]], metadata={"difficulty": "simple"}),
+        task("mbpp", "m2", [[True, False, False]], cls="invalid_artifact", metadata={"difficulty": "advanced"}),
+        task("mbpp", "m3", [[True, True]], metadata={"difficulty": "simple"}),
+        task("s2mt", "c1", [[True, True], [True, True], [True, False]], markers=["reasoning_aggregation"]),
+        task("s2mt", "c2", [[True], [True]]),
+    ]
+
+
+def doc() -> dict[str, Any]:
+    return build_document(HEADER, sample_tasks(), PAPER)
+
+
+# --------------------------------------------------------------------------- building
+def test_document_carries_header_aggregates_and_every_test() -> None:
+    d = doc()
+    assert (d["format"], d["version"]) == (RESULTS_FORMAT, RESULTS_VERSION)
+    mbpp, s2mt = d["subsets"]["mbpp"], d["subsets"]["s2mt"]
+    assert mbpp["mean_test_pass"] == pytest.approx((2 / 3 + 1 / 3 + 1) / 3)
+    assert mbpp["suite_pass"] == pytest.approx(1 / 3)
+    assert s2mt["episode_pass"] == pytest.approx(0.5) and s2mt["turn_suite_pass"] == pytest.approx((2 / 3 + 1) / 2)
+    assert mbpp["failure_units"]["invalid_artifact"] == 1 and mbpp["failure_units"]["wrong_output"] == 1
+    assert mbpp["failure_classes"]["invalid_artifact"] == 2
+    assert mbpp["paper"]["comparable_metric"] == "suite_pass" and mbpp["data_revision"] == "rev-a"
+    assert set(mbpp["ci"]) == {"mean_test_pass", "suite_pass"}
+    assert set(s2mt["ci"]) == {"mean_test_pass", "suite_pass", "turn_suite_pass", "episode_pass"}
+    assert d["usage"]["prompt_tokens"] == 1000 * 8 and d["usage"]["cost_usd"] == pytest.approx(0.08)
+    assert sum(len(t["tests"]) for t in d["tasks"]) == 3 + 3 + 2 + 6 + 2
+    assert [a["cache_key"] for a in d["tasks"][-1]["answers"]] == ["k-c2-1", "k-c2-2"]
+    # Development overall, as the site defines it: per metric, over the dev sets that report it.
+    dev = d["overall"]["dev"]
+    assert dev["mean_test_pass"] == pytest.approx((mbpp["mean_test_pass"] + s2mt["mean_test_pass"]) / 2)
+    assert dev["suite_pass"] == pytest.approx(mbpp["suite_pass"])  # Spider2-MT reports no Suite Pass
+    assert dev["episode_pass"] == pytest.approx(s2mt["episode_pass"])
+
+
+def test_document_does_not_depend_on_the_order_tasks_arrive_in() -> None:
+    shuffled = sample_tasks()
+    random.Random(3).shuffle(shuffled)
+    for t in shuffled:
+        random.Random(4).shuffle(t["tests"])
+    assert build_document(HEADER, shuffled, PAPER) == doc()
+
+
+def test_rebuilding_a_document_from_its_own_tasks_gives_it_back() -> None:
+    d = doc()
+    assert build_document(d["header"], copy.deepcopy(d["tasks"]), {k: {"paper": v["paper"]} for k, v in d["subsets"].items()}) == d
+
+
+# --------------------------------------------------------------------------- reading and writing
+def test_write_then_read_round_trips(tmp_path: Path) -> None:
+    path = tmp_path / "sub" / "r.json"
+    write_document(doc(), path)
+    assert read_document(path) == doc()
+    assert [p.name for p in path.parent.iterdir()] == ["r.json"]  # no temporary file left
+
+
+@pytest.mark.parametrize(
+    ("mutate", "message"),
+    [
+        (lambda d: d.update(version=RESULTS_VERSION - 1), "is older (version 1); re-run the benchmark"),
+        (lambda d: d.update(version=RESULTS_VERSION + 1), f"is newer (version {RESULTS_VERSION + 1}) than"),
+        (lambda d: d.update(version="2.0"), "of unknown version '2.0'"),
+        (lambda d: d.update(format="something-else"), "not a pytest-plsqlbench results file"),
+        (lambda d: d.pop("tasks"), "lacks 'tasks'"),
+    ],
+)
+def test_reader_gives_one_clear_error_for_other_files(tmp_path: Path, mutate: Any, message: str) -> None:
+    d = doc()
+    mutate(d)
+    path = tmp_path / "r.json"
+    path.write_text(json.dumps(d))
+    with pytest.raises(ResultsFormatError, match=r".*") as info:
+        read_document(path)
+    assert str(info.value).startswith(f"{path}: ") and message in str(info.value)
+
+
+def test_reader_rejects_non_json_and_the_cli_prints_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "r.json"
+    path.write_text("{half a file")
+    with pytest.raises(ResultsFormatError, match="not JSON"):
+        read_document(path)
+    assert main(["report", str(path)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("plsqlbench: error:") and "not JSON" in err[0]
+
+
+# --------------------------------------------------------------------------- data revisions
+def test_manifest_digest_covers_the_task_folder(tmp_path: Path) -> None:
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "a.yaml").write_text("id: a\n")
+    (tmp_path / "mine.yaml").write_text("name: mine\nloader: yaml\noptions: {dir: mine}\n")
+    first = manifest_digest(load_manifest(tmp_path / "mine.yaml"))
+    assert first == manifest_digest(load_manifest(tmp_path / "mine.yaml")) and first.startswith("sha256:")
+    (tmp_path / "mine" / "a.yaml").write_text("id: a\nprompt: changed\n")
+    assert manifest_digest(load_manifest(tmp_path / "mine.yaml")) != first
+
+
+# --------------------------------------------------------------------------- the summary
+def test_summary_shows_header_table_cis_comparability_failures_and_exclusions() -> None:
+    tasks = sample_tasks() + [task("mbpp", "gone", [[False]], cls="not_generated")]
+    lines = summary_lines(build_document(HEADER, tasks, PAPER), 0)
+    text = "\n".join(lines)
+    assert lines[0].startswith("pytest-plsqlbench 0.1.0 | dialect postgres | PostgreSQL 18.6 (embedded) | model openai/some-model")
+    assert "data mbpp@rev-a, s2mt@rev-b" in lines[0]
+    row = next(line for line in lines if line.startswith("mbpp "))
+    assert row.split() == ["mbpp", "3", "8", "66.67", "33.33", "-", "-"]
+    assert lines[lines.index(row) + 1].lstrip().startswith("95% CI")
+    assert "mbpp: compare Suite Pass@1 with leaderboard 'mbpp'" in text
+    assert "Development overall (macro mean over dev subsets): Mean Test Pass@1" in text
+    failures = next(line for line in lines if line.startswith("mbpp ") and line is not row)
+    assert failures.split()[:5] == ["mbpp", "3", "2", "1", "0"]  # judged turns, failed, invalid, interface
+    assert "mbpp: 1 task(s) excluded from the metrics (infrastructure / not generated): gone" in text
+    assert "tokens 9,000 in / 1,800 out; cost $0.0900" in text  # 9 answers of 1000 + 200 tokens
+
+
+def test_quiet_summary_is_the_table_and_one_failure_line() -> None:
+    lines = summary_lines(doc(), -1)
+    assert lines[0].startswith("Subset") and not any("95% CI" in line for line in lines)
+    assert not any(line.startswith("pytest-plsqlbench") for line in lines)
+    assert lines[-1] == "failed task turns: invalid 1, wrong output 2"
+    assert len(lines) < len(summary_lines(doc(), 0))
+
+
+def test_summary_shows_samples_and_pass_at_k() -> None:
+    tests = []
+    for sample, ok in enumerate([True, False, True, True]):
+        tests.append({"turn": 1, "test_id": "t", "sample": sample, "passed": ok, "failure_class": "passed" if ok else "wrong_output"})
+    header = {**HEADER, "samples": 4, "temperature": 0.8, "subsets": ["mbpp"]}
+    d = build_document(header, [{"subset": "mbpp", "task_id": "m", "n_turns": 1, "tests": tests}], PAPER)
+    text = "\n".join(summary_lines(d, 0))
+    assert "4 samples/task" in text and "pass@1 75.00, pass@2 100.00" in text
+    assert d["subsets"]["mbpp"]["tasks"] == 1
