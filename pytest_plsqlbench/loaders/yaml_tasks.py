@@ -4,7 +4,7 @@ A manifest with ``loader: yaml`` and ``options: {dir: smoke}`` reads every ``*.y
 folder (relative to the manifest). One file per task::
 
     id: order_total                 # unique in the subset
-    entry_points: [order_total]
+    entry_points: [order_total]     # or {oracle: [...], postgres: [...]}
     fixtures: [shop]                # fixtures/<name>/<dialect>.sql, loaded once per worker
     schema_prompt: true             # show the fixture DDL to the model
     markers: [construct_function]
@@ -143,7 +143,7 @@ def load_task_file(path: Path, subset: str, dialect: str, fixture_dirs: tuple[Pa
             subset=subset,
             dialect=dialect,  # type: ignore[arg-type]
             turns=turns,
-            entry_points=tuple(raw.get("entry_points") or ()),
+            entry_points=tuple(_per_dialect(raw.get("entry_points") or (), dialect, f"{where} entry_points")),
             fixtures=fixtures,
             schema_ddl=schema_ddl,
             answer_mode=raw.get("answer_mode", "install"),
