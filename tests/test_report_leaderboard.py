@@ -1,0 +1,152 @@
+"""``plsqlbench leaderboard``: an entry that fits plsqlbench.github.io's ``data/leaderboard.json``.
+
+ENTRY_SCHEMA restates, as a JSON schema, the facts of the site's own file (its versions of
+2026-06-17 and 2026-08-16): the fields of an entry, the task ids under ``scores``, which metric
+ids each kind of task reports, and that scores are percentages.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import pytest
+
+from pytest_plsqlbench.cli import main
+from pytest_plsqlbench.errors import UsageError
+from pytest_plsqlbench.reporting.leaderboard import entry
+from pytest_plsqlbench.results import build_document, write_document
+
+PERCENT = {"type": "number", "minimum": 0, "maximum": 100}
+SINGLE_TURN = {"type": "object", "minProperties": 1, "additionalProperties": False,
+               "properties": {"mean_test_pass": PERCENT, "suite_pass": PERCENT}}
+MULTI_TURN = {"type": "object", "minProperties": 1, "additionalProperties": False,
+              "properties": {"mean_test_pass": PERCENT, "episode_pass": PERCENT, "turn_suite_pass": PERCENT}}
+OVERALL = {"type": "object", "minProperties": 1, "additionalProperties": False,
+           "properties": {m: PERCENT for m in ("mean_test_pass", "suite_pass", "episode_pass", "turn_suite_pass")}}
+ENTRY_SCHEMA: dict[str, Any] = {
+    "$schema": "https://json-schema.org/draft/2020-12/schema",
+    "type": "object",
+    "required": ["method", "organization", "category", "date", "setting", "link", "scores"],
+    "additionalProperties": False,
+    "properties": {
+        "method": {"type": "string", "minLength": 1},
+        "organization": {"type": "string"},
+        "category": {"type": "string"},
+        "date": {"type": "string", "pattern": r"^\d{4}-\d{2}-\d{2}$"},
+        "setting": {"type": "string"},
+        "link": {"type": "string"},
+        "scores": {
+            "type": "object",
+            "additionalProperties": False,
+            "properties": {
+                "development_overall": OVERALL, "test_overall": OVERALL, "overall": OVERALL,
+                "overall_test": {**OVERALL, "properties": {"mean_test_pass": PERCENT}},
+                "mbpp": SINGLE_TURN, "spider": SINGLE_TURN, "stack": SINGLE_TURN, "spider2_st_dev": SINGLE_TURN,
+                "mbpp_plus": SINGLE_TURN, "spider2_st_test": SINGLE_TURN,
+                "spider2_mt_dev": MULTI_TURN, "spider2_mt_test": MULTI_TURN,
+            },
+        },
+    },
+}
+
+SUBSETS = {  # our subset -> (leaderboard key, split, comparable metric, multi-turn)
+    "mbpp": ("mbpp", "dev", "suite_pass", False),
+    "spider": ("spider", "dev", "mean_test_pass", False),
+    "spider2-st-dev": ("spider2_st_dev", "dev", "mean_test_pass", False),
+    "spider2-mt-dev": ("spider2_mt_dev", "dev", "mean_test_pass", True),
+    "mbpp-plus": ("mbpp_plus", "test", "suite_pass", False),
+    "spider2-st-test": ("spider2_st_test", "test", "mean_test_pass", False),
+    "spider2-mt-test": ("spider2_mt_test", "test", "mean_test_pass", True),
+}
+
+
+def _tests(turns: list[list[bool]]) -> list[dict[str, Any]]:
+    return [{"turn": t, "test_id": f"c{i}", "sample": 0, "passed": ok, "failure_class": "passed" if ok else "wrong_output"}
+            for t, outcomes in enumerate(turns, 1) for i, ok in enumerate(outcomes)]
+
+
+def full_run(subsets: dict[str, tuple[str, str, str, bool]] = SUBSETS) -> dict[str, Any]:
+    """Two tasks per subset: one at 1/2 of its tests, one fully passed (multi-turn: 2 turns)."""
+    tasks = []
+    for name, (_, _, _, multi) in subsets.items():
+        if multi:
+            tasks += [{"subset": name, "task_id": "a", "n_turns": 2, "tests": _tests([[True, True], [True, False]])},
+                      {"subset": name, "task_id": "b", "n_turns": 2, "tests": _tests([[True], [True]])}]
+        else:
+            tasks += [{"subset": name, "task_id": "a", "n_turns": 1, "tests": _tests([[True, False]])},
+                      {"subset": name, "task_id": "b", "n_turns": 1, "tests": _tests([[True, True]])}]
+    info = {name: {"paper": {"leaderboard": key, "split": split, "comparable_metric": cmp}}
+            for name, (key, split, cmp, _) in subsets.items()}
+    header = {"plugin_version": "0.1.0", "model": "m", "samples": 1, "subsets": list(subsets)}
+    return build_document(header, tasks, info)
+
+
+def test_schema_accepts_a_site_shaped_entry_and_rejects_wrong_keys() -> None:
+    good = {"method": "X", "organization": "Direct generation", "category": "Proprietary", "date": "2026-08-16",
+            "setting": "Direct generation", "link": "", "scores": {"overall_test": {"mean_test_pass": 50.5},
+            "mbpp": {"mean_test_pass": 80.0, "suite_pass": 80.0},
+            "spider2_mt_test": {"mean_test_pass": 60.0, "episode_pass": 20.0, "turn_suite_pass": 40.0}}}
+    jsonschema.validate(good, ENTRY_SCHEMA)
+    for bad in (
+        {**good, "scores": {"spider2_st": {"mean_test_pass": 1.0}}},  # a key the site dropped
+        {**good, "scores": {"mbpp": {"episode_pass": 1.0}}},  # a single-turn set has no Episode Pass
+        {**good, "scores": {"mbpp": {"mean_test_pass": 0.8 * 1000}}},  # not a percentage
+        {**{k: v for k, v in good.items() if k != "setting"}},
+        {**good, "run": {}},
+    ):
+        with pytest.raises(jsonschema.ValidationError):
+            jsonschema.validate(bad, ENTRY_SCHEMA)
+
+
+def test_entry_validates_against_the_sites_schema_with_hand_computed_scores() -> None:
+    result, notes = entry(full_run(), method="My-Model", organization="Lab", category="Proprietary", date="2026-09-01")
+    jsonschema.validate(result, ENTRY_SCHEMA)
+    scores = result["scores"]
+    # Single-turn: mean test (0.5 + 1) / 2 = 75, suite 1/2 = 50. MBPP's figure is our Suite Pass.
+    assert scores["spider"] == {"mean_test_pass": 75.0, "suite_pass": 50.0}
+    assert scores["mbpp"] == {"mean_test_pass": 50.0, "suite_pass": 50.0}
+    assert scores["mbpp_plus"] == {"mean_test_pass": 50.0, "suite_pass": 50.0}
+    # Multi-turn: episode a = 3/4, b = 1 -> 87.5; turn suite (1/2 + 1)/2 = 75; episode pass 1/2.
+    assert scores["spider2_mt_dev"] == {"mean_test_pass": 87.5, "episode_pass": 50.0, "turn_suite_pass": 75.0}
+    # Split means over the sets reporting each metric.
+    assert scores["development_overall"] == {
+        "mean_test_pass": round((50 + 75 + 75 + 87.5) / 4, 2), "suite_pass": 50.0, "episode_pass": 50.0,
+        "turn_suite_pass": 75.0,
+    }
+    assert scores["test_overall"]["mean_test_pass"] == round((50 + 75 + 87.5) / 3, 2)
+    assert scores["overall_test"] == {"mean_test_pass": scores["test_overall"]["mean_test_pass"]}
+    assert any("mean_test_pass for 'mbpp' is our suite_pass" in n for n in notes)
+
+
+def test_overall_needs_every_dataset_of_its_split_unless_asked() -> None:
+    partial = {k: v for k, v in SUBSETS.items() if k != "spider"}
+    result, notes = entry(full_run(partial), method="M", date="2026-09-01")
+    jsonschema.validate(result, ENTRY_SCHEMA)
+    assert "development_overall" not in result["scores"] and "test_overall" in result["scores"]
+    assert any("development_overall left out: the run lacks spider" in n for n in notes)
+    forced, _ = entry(full_run(partial), method="M", date="2026-09-01", partial_overall=True)
+    assert forced["scores"]["development_overall"]["mean_test_pass"] == round((50 + 75 + 87.5) / 3, 2)
+
+
+def test_cli_prints_the_entry_and_refuses_runs_without_leaderboard_keys(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "r.json"
+    write_document(full_run(), path)
+    assert main(["leaderboard", str(path), "--method", "My-Model", "--category", "Open-weight",
+                 "--organization", "Direct generation", "--date", "2026-09-01", "--link", "https://example.org"]) == 0
+    printed = json.loads(capsys.readouterr().out)
+    jsonschema.validate(printed, ENTRY_SCHEMA)
+    assert (printed["method"], printed["category"], printed["date"]) == ("My-Model", "Open-weight", "2026-09-01")
+
+    unmapped = full_run({"smoke": ("", "", "", False)})
+    for m in unmapped["subsets"].values():
+        m["paper"] = {}
+    write_document(unmapped, path)
+    assert main(["leaderboard", str(path), "--method", "M"]) == 2
+    assert "no subset of this run has a leaderboard key" in capsys.readouterr().err
+    with pytest.raises(UsageError, match="--date must be YYYY-MM-DD"):
+        entry(full_run(), method="M", date="1.9.2026")
