@@ -44,6 +44,11 @@ from .outcomes import (
 )
 from .reporting.stats import bootstrap_cis, mean, pass_at_k
 
+#: Not an outcome class of the harness: the item was skipped by a plugin (e.g. a task its data cannot
+#: run, "not runnable"). Such tests are left out like excluded ones, but listed apart, never as failures.
+SKIPPED = "skipped"
+NOT_JUDGED = (*EXCLUDED, SKIPPED)
+
 #: Metrics that get confidence intervals (the headline numbers of Tables 2, 9 and 10).
 HEADLINE = ("mean_test_pass", "suite_pass", "turn_suite_pass", "episode_pass")
 #: A failed analysis unit is classed by the earliest stage that failed: refused before running,
@@ -62,6 +67,8 @@ class TaskScore:
     per_turn: dict[int, tuple[int, int]]
     excluded_reason: str | None = None
     sample: int = 0
+    #: Every test of the sample was skipped (not excluded for a harness problem).
+    skipped: bool = False
 
     @property
     def multi_turn(self) -> bool:
@@ -104,12 +111,15 @@ def score_task(
     judged: dict[int, list[int]] = defaultdict(lambda: [0, 0])
     seen_turns: set[int] = set()
     excluded_classes: Counter[str] = Counter()
+    skip_reason = ""
     for rec in tests:
         turn = int(rec.get("turn", 1))
         seen_turns.add(turn)
         cls = rec.get("failure_class", PASSED)
-        if cls in EXCLUDED:
+        if cls in NOT_JUDGED:
             excluded_classes[cls] += 1
+            if cls == SKIPPED and not skip_reason:
+                skip_reason = str(rec.get("message") or "")
             continue
         judged[turn][1] += 1
         if rec.get("passed"):
@@ -117,11 +127,14 @@ def score_task(
     per_turn = {t: (judged[t][0], judged[t][1]) for t in sorted(judged)}
     reason = None
     missing = sorted(t for t in seen_turns if t not in judged)
-    if not per_turn or missing:
+    skipped = bool(seen_turns) and set(excluded_classes) == {SKIPPED} and not per_turn
+    if skipped:
+        reason = f"skipped: {skip_reason}" if skip_reason else "skipped"
+    elif not per_turn or missing:
         what = ", ".join(f"{n} {c.replace('_', ' ')}" for c, n in excluded_classes.most_common())
         reason = f"no judgeable test in turn(s) {', '.join(map(str, missing))}" if per_turn else "no judgeable test"
         reason += f" ({what})" if what else ""
-    return TaskScore(subset, task_id, n_turns, per_turn, reason, sample)
+    return TaskScore(subset, task_id, n_turns, per_turn, reason, sample, skipped)
 
 
 @dataclass
@@ -144,6 +157,11 @@ class TaskResult:
     @property
     def excluded(self) -> bool:
         return not self.kept
+
+    @property
+    def skipped(self) -> bool:
+        """Every sample was skipped: listed as skipped, not as excluded."""
+        return bool(self.samples) and all(s.skipped for s in self.samples)
 
     @property
     def excluded_reason(self) -> str | None:
@@ -228,14 +246,14 @@ def unit_failures(tests: Iterable[Mapping[str, Any]]) -> Counter[str]:
         judged = [c for c in UNIT_PRIORITY if c in classes]
         if judged:
             out[judged[0]] += 1
-        elif classes and classes <= set(EXCLUDED):
+        elif classes & set(EXCLUDED) and classes <= set(NOT_JUDGED):
             out[INFRASTRUCTURE if INFRASTRUCTURE in classes else NOT_GENERATED] += 1
     return out
 
 
 def failed_tests(tests: Iterable[Mapping[str, Any]]) -> Counter[str]:
-    """Failed unit tests by class."""
-    return Counter(r.get("failure_class", PASSED) for r in tests if r.get("failure_class", PASSED) != PASSED)
+    """Failed unit tests by class (skipped tests are not failures)."""
+    return Counter(r.get("failure_class", PASSED) for r in tests if r.get("failure_class", PASSED) not in (PASSED, SKIPPED))
 
 
 @dataclass
@@ -254,6 +272,8 @@ class SubsetMetrics:
     #: k -> unbiased pass@k (k <= the fewest judged samples of any task).
     pass_at_k: dict[int, float] = field(default_factory=dict)
     excluded_tasks: list[str] = field(default_factory=list)
+    #: tasks every test of which was skipped (e.g. not runnable with the data at hand).
+    skipped_tasks: list[str] = field(default_factory=list)
     #: failed unit tests by class.
     failure_classes: dict[str, int] = field(default_factory=dict)
     #: failed analysis units (task turns of a sample) by class, as in the paper's §4.4.
@@ -274,6 +294,7 @@ class SubsetMetrics:
             "ci": {k: list(v) for k, v in self.ci.items()},
             "pass_at_k": {str(k): v for k, v in self.pass_at_k.items()},
             "excluded_tasks": list(self.excluded_tasks),
+            "skipped_tasks": list(self.skipped_tasks),
             "units": self.units,
             "failure_classes": dict(self.failure_classes),
             "failure_units": dict(self.failure_units),
@@ -302,7 +323,8 @@ def subset_metrics(
         suite_pass=mean([r.suite_pass for r in kept]),  # type: ignore[misc]
         turn_suite_pass=mean([r.turn_suite_pass for r in multi]),  # type: ignore[misc]
         episode_pass=mean([r.episode_pass for r in multi]),  # type: ignore[misc]
-        excluded_tasks=[r.task_id for r in ordered if r.excluded],
+        excluded_tasks=[r.task_id for r in ordered if r.excluded and not r.skipped],
+        skipped_tasks=[r.task_id for r in ordered if r.skipped],
         units=units,
     )
     if bootstrap and kept:

@@ -27,8 +27,8 @@ import pytest
 
 from . import __version__
 from .errors import UsageError
-from .metrics import HEADLINE, TaskResult, score_samples, subset_metrics, failed_tests, unit_failures
-from .outcomes import EXCLUDED, FAILURE_CLASSES, INFRASTRUCTURE, PASSED
+from .metrics import HEADLINE, NOT_JUDGED, SKIPPED, TaskResult, failed_tests, score_samples, subset_metrics, unit_failures
+from .outcomes import FAILURE_CLASSES, INFRASTRUCTURE, PASSED
 from .reporting import junit
 from .reporting.stats import BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED, CONFIDENCE, mean
 from .settings import Settings
@@ -97,6 +97,10 @@ class ResultsCollector:
                     }
         elif report.when != "teardown":
             # A failed setup carries the record (the call never happens); otherwise the call does.
+            if report.skipped:
+                # Skipped by a plugin (e.g. a task the data cannot run): neither a failure nor a harness error.
+                reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr or "")
+                rec = {**rec, "passed": False, "failure_class": SKIPPED, "message": str(reason).removeprefix("Skipped: ")}
             self.records[report.nodeid] = rec
             key = (rec["subset"], rec["task_id"])
             if "task" in rec:
@@ -320,7 +324,7 @@ def _judged_units(tests: Iterable[Mapping[str, Any]]) -> int:
     units: dict[tuple[int, int], bool] = {}
     for r in tests:
         key = (int(r.get("sample") or 0), int(r.get("turn", 1)))
-        units[key] = units.get(key, False) or r.get("failure_class", PASSED) not in EXCLUDED
+        units[key] = units.get(key, False) or r.get("failure_class", PASSED) not in NOT_JUDGED
     return sum(units.values())
 
 

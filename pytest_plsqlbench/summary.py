@@ -181,6 +181,10 @@ def excluded_lines(subsets: Mapping[str, Mapping[str, Any]], limit: int = 10) ->
             lines.append(
                 f"{name}: {len(excluded)} task(s) excluded from the metrics (infrastructure / not generated): {shown}"
             )
+        skipped = m.get("skipped_tasks") or []
+        if skipped:
+            shown = ", ".join(skipped[:limit]) + (f" ... (+{len(skipped) - limit})" if len(skipped) > limit else "")
+            lines.append(f"{name}: {len(skipped)} task(s) skipped, not in the metrics: {shown}")
     return lines
 
 

@@ -174,3 +174,13 @@ def test_a_failed_turn_is_one_unit_classed_by_its_earliest_failing_stage() -> No
 def test_score_task_keeps_per_turn_counts() -> None:
     s = score_task("s", "t", 2, records([True, False], [True]))
     assert s.per_turn == {1: (1, 2), 2: (1, 1)} and not s.excluded
+
+
+def test_skipped_tasks_are_listed_apart_and_never_failures() -> None:
+    skipped = [{"turn": 1, "test_id": "t", "sample": 0, "passed": False, "failure_class": "skipped",
+                "message": "not runnable: no schema"}]
+    task = score_samples("s", "k", 1, skipped)
+    assert task.skipped and task.excluded and task.excluded_reason == "skipped: not runnable: no schema"
+    m = subset_metrics("s", [task, result("a", [True])])
+    assert m.skipped_tasks == ["k"] and m.excluded_tasks == [] and m.tasks == 1
+    assert unit_failures(skipped) == {}

@@ -49,9 +49,19 @@ CONFTEST = '''
 import json
 from pathlib import Path
 
+import pytest
+
 from pytest_plsqlbench import Answer
 
 OVERRIDES = json.loads((Path(__file__).parent / "overrides.json").read_text())
+SKIP = OVERRIDES.pop("__skip__", [])
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item):
+    """Skip the tasks named in __skip__, as a loader skips tasks its data cannot run."""
+    if item.nodeid.split("/")[1:2] and item.nodeid.split("/")[1] in SKIP:
+        pytest.skip("not runnable: skipped by the test")
 
 
 def pytest_plsql_generate(config, task, turn, history, sample):
@@ -115,6 +125,17 @@ def test_run_scores_the_wrong_answers_and_writes_a_current_document() -> None:
     assert {a["cache_key"] for a in conv["answers"]} == {f"customer_report_conversation:{n}:0" for n in (1, 2, 3)}
     # The terminal summary is the document's summary.
     assert "PLSQLBench summary" in run["stdout"] and "95% CI" in run["stdout"]
+
+
+@pytest.mark.slow
+def test_skipped_tasks_are_listed_apart_from_failures_and_exclusions() -> None:
+    overrides = {**WRONG_ANSWERS, "__skip__": ["initials"]}
+    run = smoke_run("-k", "clamp_value or initials", overrides=json.dumps(overrides))
+    smoke = run["doc"]["subsets"]["smoke"]
+    assert smoke["skipped_tasks"] == ["initials"] and smoke["excluded_tasks"] == []
+    assert smoke["tasks"] == 1 and smoke["mean_test_pass"] == pytest.approx(0.5)
+    assert smoke["failure_units"]["infrastructure"] == 0 and smoke["failure_classes"]["infrastructure"] == 0
+    assert "smoke: 1 task(s) skipped, not in the metrics: initials" in run["stdout"]
 
 
 # --------------------------------------------------------------------------- pass@k

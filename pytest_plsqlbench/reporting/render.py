@@ -11,7 +11,8 @@ from __future__ import annotations
 from html import escape
 from typing import Any, Iterable, Mapping, Sequence
 
-from ..outcomes import EXCLUDED, FAILURE_CLASSES, LABELS
+from ..metrics import NOT_JUDGED
+from ..outcomes import FAILURE_CLASSES, LABELS
 from ..summary import (
     METRIC_LABELS,
     comparability_lines,
@@ -52,19 +53,20 @@ def _failure_rows(subsets: Mapping[str, Mapping[str, Any]]) -> list[list[str]]:
 
 
 def _failing_tests(task: Mapping[str, Any]) -> list[Mapping[str, Any]]:
-    return [t for t in task.get("tests", []) if not t.get("passed") and t.get("failure_class") not in EXCLUDED]
+    return [t for t in task.get("tests", []) if not t.get("passed") and t.get("failure_class") not in NOT_JUDGED]
 
 
 def _task_rows(tasks: Iterable[Mapping[str, Any]]) -> list[list[str]]:
     rows = []
     for t in tasks:
         classes = sorted({x.get("failure_class") for x in t.get("tests", []) if not x.get("passed")} - {None})
+        status = "skipped" if str(t.get("excluded") or "").startswith("skipped") else "excluded"
         rows.append(
             [
                 t["subset"],
                 t["task_id"],
                 str(t.get("n_turns", 1)),
-                "excluded" if t.get("excluded") else pct(t.get("test_pass")),
+                status if t.get("excluded") else pct(t.get("test_pass")),
                 "" if t.get("excluded") else pct(t.get("suite_pass")),
                 ", ".join(classes),
             ]
