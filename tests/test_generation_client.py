@@ -102,7 +102,7 @@ def test_500_forever_is_an_error_after_bounded_retries(stub: StubServer, tmp_pat
     assert answer is not None and answer.status == "error" and answer.code is None
     assert "InternalServerError" in (answer.error or "")
     assert stub.count == 3  # 1 + retries, no hidden retries inside litellm or the OpenAI SDK
-    assert time.monotonic() - started < 3
+    assert time.monotonic() - started < 10  # bounded: no backoff beyond what was configured
     assert answer.usage["attempts"] == 3 and answer.usage["status"] == "error"
 
 
@@ -115,21 +115,21 @@ def test_non_retryable_error_is_not_retried(stub: StubServer) -> None:
 
 
 def test_slow_reply_past_the_timeout_is_retried(stub: StubServer) -> None:
-    stub.push(slow(3.0), ok("BEGIN NULL; END;"))
+    stub.push(slow(8.0), ok("BEGIN NULL; END;"))
     started = time.monotonic()
     completion = client(stub, timeout=0.5, retries=2).complete(MESSAGES)
     assert completion.text == "BEGIN NULL; END;" and completion.usage["attempts"] == 2
-    assert time.monotonic() - started < 2.5
+    assert time.monotonic() - started < 6  # did not wait for the slow reply
 
 
 def test_slow_forever_is_a_timeout_error_in_bounded_time(stub: StubServer) -> None:
-    stub.default = slow(5.0)
+    stub.default = slow(8.0)
     started = time.monotonic()
     with pytest.raises(ProviderError) as info:
         client(stub, timeout=0.4, retries=1).complete(MESSAGES)
     assert info.value.transient and "Timeout" in str(info.value)
     assert stub.count == 2
-    assert time.monotonic() - started < 2.5
+    assert time.monotonic() - started < 6
 
 
 def test_malformed_json_is_retried_then_reported(stub: StubServer) -> None:

@@ -9,6 +9,7 @@ historic) and does nothing unless a run with a real model is configured.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import uuid
 from dataclasses import dataclass
@@ -25,7 +26,7 @@ from .cache import AnswerCache
 from .client import ModelClient, prewarm
 from .models import is_real_model, resolve_model
 from .prefetch import Prefetcher, worker_index
-from .progress import ProgressReporter, ProgressWriter, progress_dir
+from .progress import ProgressReporter, ProgressWriter, progress_dir, prune_stale
 from .service import AnswerService
 
 log = logging.getLogger(__name__)
@@ -170,9 +171,32 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     if settings is None or settings.show_prompt or getattr(config, "workerinput", None) is not None:
         return
     terminal = config.pluginmanager.get_plugin("terminalreporter")
-    write = terminal.write_line if terminal is not None else (lambda line: None)
+
+    capman = config.pluginmanager.get_plugin("capturemanager")
+
+    def write(line: str) -> None:
+        # As pytest's live logging does: with -n 0 the line is written while a test's setup waits
+        # for its answer, and would otherwise land in that test's captured output.
+        if terminal is None:
+            return
+        guard = capman.global_and_fixture_disabled() if capman is not None else contextlib.nullcontext()
+        with guard:
+            writer = getattr(terminal, "_tw", None)
+            if writer is not None and getattr(writer, "width_of_current_line", 0):
+                writer.line()  # after a line of progress dots
+            terminal.write_line(line)
+
     gen = generation(config, settings)
+    prune_stale(gen.cache.root)
     gen.reporter = ProgressReporter(progress_dir(gen.cache.root, gen.run_id), write).start()
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """Quiet the progress line before the terminal summary is written."""
+    gen = session.config.stash.get(GENERATION_KEY, None)
+    if gen is not None and gen.reporter is not None:
+        gen.reporter.stop(cleanup=False)
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:

@@ -35,6 +35,21 @@ def progress_dir(cache_root: Path, run_id: str) -> Path:
     return Path(cache_root) / ".progress" / run_id
 
 
+def prune_stale(cache_root: Path, max_age: float = 86400.0) -> None:
+    """Remove progress folders of runs that ended without cleaning up (killed) a day ago or more."""
+    try:
+        folders = list((Path(cache_root) / ".progress").iterdir())
+    except OSError:
+        return
+    cutoff = time.time() - max_age
+    for folder in folders:
+        try:
+            if folder.stat().st_mtime < cutoff:
+                shutil.rmtree(folder, ignore_errors=True)
+        except OSError:
+            continue
+
+
 def classify(answers: Sequence[Answer]) -> str:
     """The progress kind of one conversation from its turns' answers."""
     if any(a.status == "error" for a in answers):
