@@ -34,8 +34,12 @@ from .tasks import Task, UnitTest
 
 log = logging.getLogger(__name__)
 
-#: Checks an answer before it runs; returns a reason to refuse it, or None (issue: safety).
-SafetyCheck = Callable[[Task, int, str], "str | None"]
+#: Checks an answer before it runs: ``check(task, turn, code)`` returns a reason to refuse it,
+#: or None. Optional attributes (see :class:`~pytest_plsqlbench.safety.SafetyChecker`):
+#: ``mode = "warn"`` makes a reason a warning reported with the turn's tests instead of a
+#: refusal; ``accepts_earlier = True`` passes ``earlier=`` (the conversation's previous
+#: answers), so objects those created count as the answer's own.
+SafetyCheck = Callable[..., "str | None"]
 
 
 def _as_answer(answer: "Answer | str | None") -> Answer:
@@ -60,6 +64,8 @@ class TurnState:
     #: Why the turn's tests fail without running (install error, unsafe, missing answer).
     blocked: TestOutcome | None = None
     install: Execution | None = None
+    #: A safety finding reported, not enforced (``--plsql-safety=warn``).
+    warning: str | None = None
 
 
 @dataclass
@@ -204,8 +210,10 @@ class TaskRun:
         except UnicodeEncodeError:
             return blocked(outcomes.INVALID_ARTIFACT, "the answer is not valid UTF-8")
         if self.safety is not None:
-            refusal = self.safety(self.task, index, code)
-            if refusal:
+            refusal = self._safety_check(index, code)
+            if refusal and getattr(self.safety, "mode", "block") == "warn":
+                state.warning = refusal
+            elif refusal:
                 return blocked(outcomes.UNSAFE, refusal)
         if self.task.answer_mode == "execute":
             return None
@@ -217,6 +225,13 @@ class TaskRun:
             blocked(err.failure_class, f"the answer failed to install: {err.short()}")
             state.blocked.error_code = err.code
         return None
+
+    def _safety_check(self, index: int, code: str) -> str | None:
+        assert self.safety is not None
+        if getattr(self.safety, "accepts_earlier", False):
+            earlier = tuple(t.answer.code or "" for t in self.turns[: index - 1])
+            return self.safety(self.task, index, code, earlier=earlier)
+        return self.safety(self.task, index, code)
 
     def run_test(self, turn_index: int, test: UnitTest) -> TestOutcome:
         """Run one unit test (installing earlier turns first); never raises for model faults."""
@@ -236,13 +251,18 @@ class TaskRun:
                     f"infrastructure error (after one retry): {second}",
                 )
         outcome.duration_s = time.monotonic() - t0
+        warning = self.turns[turn_index - 1].warning
+        if warning:
+            # --plsql-safety=warn: the answer ran; its record says what the check found.
+            outcome.extra["safety_warning"] = warning
+            outcome.message = "\n".join(m for m in (outcome.message, f"safety warning: {warning}") if m)
         return outcome
 
     def _restart_rollout(self, turn_index: int) -> None:
         self.backend.session().begin_task()
         self.installed_upto = 0
         for state in self.turns:
-            state.blocked, state.install = None, None
+            state.blocked, state.install, state.warning = None, None, None
         self.ensure_turn(turn_index)
 
     def _run_test_once(self, turn_index: int, test: UnitTest) -> TestOutcome:

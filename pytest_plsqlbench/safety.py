@@ -1,0 +1,504 @@
+"""Safety pre-check of answers (PLSQLBench App. E.2: generated SQL "skipped by the safety checker").
+
+Before an answer installs, :class:`SafetyChecker` reads it with sqlparse's lexer and looks for
+statements outside what a benchmark task needs: dropping, altering, truncating or writing to
+objects the answer (or an earlier turn of its conversation) did not create and that are not
+the task's entry points; privilege and role changes; server files, programs and network
+access; server-wide settings, extensions and untrusted languages; changing the harness's
+timeouts; signalling other backends; Oracle autonomous transactions.
+
+It is a filter that names what it refused, not the containment: dynamic SQL assembled from
+variables is invisible to it, so the database role's grants and the timeouts stay the
+guarantee (``docs/security.md``). Literal strings run as dynamic SQL (``EXECUTE '...'``,
+``EXECUTE IMMEDIATE '...'``, ``DBMS_SQL``) and ``$$`` bodies are read like the rest.
+
+``--plsql-safety``: ``block`` refuses the turn (failure class ``unsafe``), ``warn`` runs it
+and attaches the finding to each of its tests, ``off`` skips the check. A task can widen its
+allowed set with ``metadata.safety_allow`` (rule names, e.g. ``[write]`` for a task that
+must modify data).
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from dataclasses import dataclass, field
+from typing import Iterable, Sequence
+
+from sqlparse import tokens as T
+
+from .scripts import _tokens, split
+from .settings import Settings
+from .tasks import Task
+
+log = logging.getLogger(__name__)
+
+#: Rule names (what ``metadata.safety_allow`` may list).
+RULES = (
+    "drop", "alter", "truncate", "write", "create-elsewhere", "privileges", "server-files",
+    "programs", "system", "limits", "signals", "transactions", "client",
+)
+SCRATCH = "answers"
+
+_PG_SCRATCH = {None, SCRATCH, "pg_temp"}
+#: Words that begin a statement inside PL/SQL and PL/pgSQL bodies.
+_BOUNDARY = {None, ";", "BEGIN", "THEN", "ELSE", "LOOP", ">>", "DECLARE"}
+#: Object kinds (the word after CREATE/DROP/ALTER; the two-word ones are matched first).
+_KINDS2 = {
+    ("MATERIALIZED", "VIEW"), ("FOREIGN", "TABLE"), ("PACKAGE", "BODY"), ("TYPE", "BODY"),
+    ("EVENT", "TRIGGER"), ("DATABASE", "LINK"), ("USER", "MAPPING"), ("ACCESS", "METHOD"),
+    ("TEXT", "SEARCH"), ("FOREIGN", "DATA"), ("DEFAULT", "PRIVILEGES"), ("LARGE", "OBJECT"),
+}
+_KINDS1 = {
+    "TABLE", "VIEW", "FUNCTION", "PROCEDURE", "TYPE", "PACKAGE", "TRIGGER", "INDEX", "SEQUENCE",
+    "SYNONYM", "DOMAIN", "AGGREGATE", "OPERATOR", "COLLATION", "RULE", "POLICY", "SCHEMA",
+    "CAST", "CONVERSION", "STATISTICS", "ROUTINE", "ROLE", "USER", "GROUP", "DATABASE",
+    "TABLESPACE", "EXTENSION", "SERVER", "SUBSCRIPTION", "PUBLICATION", "LANGUAGE", "DIRECTORY",
+    "LIBRARY", "JAVA", "PROFILE", "CONTEXT", "OWNED", "SYSTEM", "SESSION", "TRANSFORM",
+}
+_CREATE_MODIFIERS = {
+    "OR", "REPLACE", "GLOBAL", "LOCAL", "TEMP", "TEMPORARY", "UNLOGGED", "EDITIONABLE",
+    "NONEDITIONABLE", "EDITIONING", "FORCE", "NOFORCE", "RECURSIVE", "UNIQUE", "CONSTRAINT",
+    "TRUSTED", "PROCEDURAL", "PUBLIC", "PRIVATE", "AND", "COMPILE", "RESOLVE", "NO", "DEFAULT",
+    "SHARDED", "DUPLICATED", "IMMUTABLE", "BLOCKCHAIN", "SHARED",
+}
+#: Kinds whose CREATE/ALTER/DROP is never part of a benchmark answer.
+_SYSTEM_KINDS = {
+    "ROLE": "privileges", "USER": "privileges", "GROUP": "privileges", "PROFILE": "privileges",
+    "DEFAULT PRIVILEGES": "privileges", "OWNED": "privileges",
+    "DATABASE": "system", "TABLESPACE": "system", "EXTENSION": "system", "SERVER": "system",
+    "SUBSCRIPTION": "system", "PUBLICATION": "system", "LANGUAGE": "system", "SYSTEM": "system",
+    "EVENT TRIGGER": "system", "FOREIGN DATA": "system", "USER MAPPING": "system",
+    "ACCESS METHOD": "system", "FOREIGN TABLE": "system", "TRANSFORM": "system",
+    "DIRECTORY": "server-files", "LIBRARY": "programs", "JAVA": "programs",
+    "DATABASE LINK": "programs", "CONTEXT": "system",
+}
+#: Settings that bound an answer; changing them is the harness's business.
+_LIMITS = {
+    "STATEMENT_TIMEOUT", "LOCK_TIMEOUT", "IDLE_IN_TRANSACTION_SESSION_TIMEOUT",
+    "IDLE_SESSION_TIMEOUT", "TRANSACTION_TIMEOUT", "TEMP_FILE_LIMIT", "ROLE",
+    "SESSION_AUTHORIZATION", "SESSION_REPLICATION_ROLE",
+}
+#: Functions and packages by rule (PostgreSQL functions, Oracle supplied packages).
+_CALLS = {
+    "server-files": {
+        "PG_READ_FILE", "PG_READ_BINARY_FILE", "PG_LS_DIR", "PG_STAT_FILE", "PG_LS_LOGDIR",
+        "PG_LS_WALDIR", "PG_LS_TMPDIR", "PG_LS_ARCHIVE_STATUSDIR", "PG_LS_LOGICALSNAPDIR",
+        "PG_LS_REPLSLOTDIR", "LO_IMPORT", "LO_EXPORT", "PG_FILE_WRITE", "PG_FILE_RENAME",
+        "PG_FILE_UNLINK", "PG_LOGDIR_LS", "UTL_FILE", "BFILENAME", "DBMS_XSLPROCESSOR",
+        "DBMS_FILE_TRANSFER", "DBMS_DATAPUMP", "DBMS_BACKUP_RESTORE",
+    },
+    "programs": {
+        "DBLINK", "DBLINK_EXEC", "DBLINK_CONNECT", "DBLINK_CONNECT_U", "DBLINK_SEND_QUERY",
+        "UTL_HTTP", "UTL_TCP", "UTL_SMTP", "UTL_MAIL", "UTL_INADDR", "DBMS_SCHEDULER", "DBMS_JOB",
+        "DBMS_PIPE", "DBMS_JAVA", "DBMS_SYS_SQL", "DBMS_LDAP", "DBMS_NETWORK_ACL_ADMIN",
+        "HTTPURITYPE",
+    },
+    "signals": {"PG_TERMINATE_BACKEND", "PG_CANCEL_BACKEND", "PG_SIGNAL_BACKEND"},
+    "system": {"PG_RELOAD_CONF", "PG_ROTATE_LOGFILE", "PG_PROMOTE", "PG_CREATE_RESTORE_POINT"},
+}
+_CALL_RULE = {name: rule for rule, names in _CALLS.items() for name in names}
+_CALL_TEXT = {
+    "server-files": "reads or writes server files",
+    "programs": "runs programs, jobs or network connections",
+    "signals": "signals database backends",
+    "system": "changes the server",
+}
+#: Languages an answer may write functions in (PostgreSQL's trusted ones).
+_TRUSTED_LANGUAGES = {"SQL", "PLPGSQL", "PLPERL", "PLTCL", "PLV8", "PLRUST"}
+#: Words that make a statement's string literals SQL run at run time.
+_DYNAMIC = {"EXECUTE", "IMMEDIATE", "DBMS_SQL", "OPEN"}
+#: psql meta-commands that run programs or touch files (the harness skips them; intent counts).
+_PSQL_UNSAFE = re.compile(r"^\\(!|copy\b|o\b|out\b|w\b|write\b|i\b|ir\b|include|cd\b|setenv\b|lo_import|lo_export|g\s*\|)", re.I)
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One statement outside the allowed set."""
+
+    rule: str
+    detail: str
+    line: int
+
+    def __str__(self) -> str:
+        return f"{self.detail} (line {self.line})"
+
+
+@dataclass
+class _Tok:
+    word: str  # upper-cased word, punctuation as is, '' for literals
+    kind: str  # word | quoted | string | body | punct | number
+    text: str  # original text (literal content for string/body)
+    line: int
+
+
+@dataclass
+class _Context:
+    dialect: str
+    entry: set[tuple[str, str]]
+    created: set[tuple[str, str]] = field(default_factory=set)
+    findings: list[Finding] = field(default_factory=list)
+
+
+# --------------------------------------------------------------------------- lexing
+def _lex(text: str, dialect: str, line0: int) -> list[_Tok]:
+    """Significant tokens of ``text``; multi-word keywords (``CREATE OR REPLACE``) become words."""
+    out: list[_Tok] = []
+    line = line0
+    toks = _tokens(text, dialect == "oracle")
+    prev_q = False
+    for ttype, value in toks:
+        if ttype in T.Comment or ttype in T.Whitespace or ttype in T.Newline or ttype in T.Text.Whitespace:
+            line += value.count("\n")
+            continue
+        if ttype in T.String.Symbol or (value.startswith('"') and value.endswith('"') and len(value) > 1):
+            out.append(_Tok(value[1:-1].upper(), "quoted", value[1:-1], line))
+        elif value.startswith("$") and ttype in T.Literal and value.endswith("$") and len(value) > 2:
+            tag_end = value.find("$", 1) + 1
+            out.append(_Tok("", "body", value[tag_end : len(value) - tag_end], line))
+        elif ttype in T.String:
+            inner = value[1:-1] if value.endswith("'") and len(value) > 1 else value[1:]
+            if prev_q and len(inner) >= 2:
+                inner = inner[1:-1]  # q'[...]': drop the delimiters
+            out.append(_Tok("", "string", inner.replace("''", "'"), line))
+        elif ttype in T.Number:
+            out.append(_Tok(value, "number", value, line))
+        elif ttype in T.Punctuation or ttype in T.Operator or ttype in T.Error:
+            out.append(_Tok(value, "punct", value, line))
+        else:
+            for word in value.split():
+                out.append(_Tok(word.upper(), "word", word, line))
+        prev_q = ttype in T.Name and value.lower() in ("q", "nq")
+        line += value.count("\n")
+    return out
+
+
+def _units(code: str, dialect: str) -> list[list[_Tok]]:
+    """The answer's statements plus every body and dynamic-SQL string inside them, as token lists."""
+    units: list[list[_Tok]] = []
+    pending: list[tuple[str, int]] = []
+    for stmt in split(code, dialect):
+        if stmt.kind == "client":
+            units.append([_Tok("\\CLIENT", "word", stmt.text, stmt.line)])
+            continue
+        pending.append((stmt.text, stmt.line))
+    depth = 0
+    while pending and depth < 2000:
+        depth += 1
+        text, line = pending.pop(0)
+        toks = _lex(text, dialect, line)
+        units.append(toks)
+        for segment in _segments(toks):
+            words = {t.word for t in segment}
+            is_routine = dialect == "postgres" and "CREATE" in words and words & {"FUNCTION", "PROCEDURE"}
+            dynamic = bool(words & _DYNAMIC) or is_routine
+            for tok in segment:
+                if tok.kind == "body" or (tok.kind == "string" and dynamic):
+                    pending.append((tok.text, tok.line))
+    return units
+
+
+def _segments(toks: list[_Tok]) -> Iterable[list[_Tok]]:
+    seg: list[_Tok] = []
+    for tok in toks:
+        if tok.word == ";":
+            if seg:
+                yield seg
+            seg = []
+        else:
+            seg.append(tok)
+    if seg:
+        yield seg
+
+
+# --------------------------------------------------------------------------- names
+def _name_at(toks: list[_Tok], i: int) -> tuple[tuple[str | None, str] | None, int]:
+    """A possibly qualified name starting at ``i``: ((schema, name), index after it)."""
+    parts: list[str] = []
+    while i < len(toks) and toks[i].kind in ("word", "quoted"):
+        parts.append(toks[i].word.lower())
+        if i + 2 < len(toks) and toks[i + 1].word == "." and toks[i + 2].kind in ("word", "quoted"):
+            i += 2
+            continue
+        i += 1
+        break
+    if not parts:
+        return None, i
+    return ((parts[-2] if len(parts) > 1 else None), parts[-1]), i
+
+
+def _key(name: tuple[str | None, str], dialect: str) -> tuple[str, str]:
+    schema, base = name
+    if dialect == "postgres" and schema in _PG_SCRATCH:
+        schema = None
+    return (schema or "", base)
+
+
+def _kind_at(toks: list[_Tok], i: int) -> tuple[str | None, int]:
+    """The object kind at ``i`` after CREATE/DROP/ALTER (modifiers skipped)."""
+    n = len(toks)
+    while i < n and toks[i].word in _CREATE_MODIFIERS:
+        i += 1
+    if i + 1 < n and (toks[i].word, toks[i + 1].word) in _KINDS2:
+        kind = f"{toks[i].word} {toks[i + 1].word}"
+        i += 2
+        if kind == "FOREIGN DATA" and i < n and toks[i].word == "WRAPPER":
+            i += 1
+        if kind == "TEXT SEARCH" and i < n:
+            i += 1
+        return kind, i
+    if i < n and toks[i].word in _KINDS1:
+        return toks[i].word, i + 1
+    return None, i
+
+
+def _skip(toks: list[_Tok], i: int, *words: str) -> int:
+    while i < len(toks) and toks[i].word in words:
+        i += 1
+    return i
+
+
+# --------------------------------------------------------------------------- rules
+def _collect_created(units: Sequence[list[_Tok]], ctx: _Context) -> None:
+    for toks in units:
+        for i, tok in enumerate(toks):
+            if tok.word != "CREATE":
+                continue
+            kind, j = _kind_at(toks, i + 1)
+            if kind is None:
+                continue
+            j = _skip(toks, j, "IF", "NOT", "EXISTS", "CONCURRENTLY")
+            name, _ = _name_at(toks, j)
+            if name is not None:
+                ctx.created.add(_key(name, ctx.dialect))
+
+
+def _allowed(name: tuple[str | None, str] | None, ctx: _Context) -> bool:
+    if name is None:
+        return False
+    key = _key(name, ctx.dialect)
+    return key in ctx.created or key in ctx.entry
+
+
+def _show(name: tuple[str | None, str] | None) -> str:
+    if name is None:
+        return "a name built at run time"
+    return ".".join(p for p in name if p)
+
+
+def _check_unit(toks: list[_Tok], ctx: _Context) -> None:
+    add = ctx.findings.append
+    n = len(toks)
+    for i, tok in enumerate(toks):
+        w = tok.word
+        prev = toks[i - 1].word if i else None
+        nxt = toks[i + 1].word if i + 1 < n else ""
+        at_start = prev in _BOUNDARY
+        if w == "\\CLIENT":
+            if _PSQL_UNSAFE.match(tok.text) or re.match(r"^(HOST\b|!|\$)", tok.text, re.I):
+                add(Finding("client", f"client command {tok.text.split()[0]!r} runs programs or writes files", tok.line))
+        elif w == "DROP":
+            kind, j = _kind_at(toks, i + 1)
+            if kind is None:
+                continue
+            if kind in _SYSTEM_KINDS or kind == "SCHEMA":
+                add(Finding(_SYSTEM_KINDS.get(kind, "drop"), f"DROP {kind}", tok.line))
+                continue
+            j = _skip(toks, j, "IF", "EXISTS", "CONCURRENTLY")
+            for name in _name_list(toks, j):
+                if not _allowed(name, ctx):
+                    add(Finding("drop", f"DROP {kind} {_show(name)}: not created by this answer nor an entry point", tok.line))
+        elif w == "CREATE":
+            _check_create(toks, i, ctx)
+        elif w == "ALTER":
+            kind, j = _kind_at(toks, i + 1)
+            if kind == "SESSION":
+                k = _skip(toks, j, "SET")
+                param = toks[k].word if k < n else ""
+                if not param.startswith(("NLS_", "PLSQL_")):
+                    add(Finding("system", f"ALTER SESSION SET {param}", tok.line))
+            elif kind in _SYSTEM_KINDS:
+                add(Finding(_SYSTEM_KINDS[kind], f"ALTER {kind}", tok.line))
+            elif kind is not None:
+                name, _ = _name_at(toks, _skip(toks, j, "IF", "EXISTS", "ONLY"))
+                if not _allowed(name, ctx):
+                    add(Finding("alter", f"ALTER {kind} {_show(name)}: not created by this answer nor an entry point", tok.line))
+        elif w == "TRUNCATE":
+            for name in _name_list(toks, _skip(toks, i + 1, "TABLE", "ONLY")):
+                if not _allowed(name, ctx):
+                    add(Finding("truncate", f"TRUNCATE {_show(name)}: not created by this answer", tok.line))
+        elif (w, nxt) in (("INSERT", "INTO"), ("DELETE", "FROM"), ("MERGE", "INTO")):
+            name, _ = _name_at(toks, _skip(toks, i + 2, "ONLY"))
+            if name is not None and not _allowed(name, ctx):
+                add(Finding("write", f"{w} {nxt} {_show(name)}: writes data this answer did not create", tok.line))
+        elif w == "UPDATE" and prev != "FOR":
+            name, j = _name_at(toks, _skip(toks, i + 1, "ONLY"))
+            j = _skip(toks, j, "AS")
+            if j < n and toks[j].word != "SET" and toks[j].kind == "word":
+                j += 1  # alias
+            if name is not None and name[1] != "set" and j < n and toks[j].word == "SET" and not _allowed(name, ctx):
+                add(Finding("write", f"UPDATE {_show(name)}: writes data this answer did not create", tok.line))
+        elif w in ("GRANT", "REVOKE") and at_start:
+            add(Finding("privileges", w, tok.line))
+        elif w == "SET":
+            k = _skip(toks, i + 1, "SESSION", "LOCAL")
+            param = toks[k].word if k < n else ""
+            if param == "AUTHORIZATION" or (param == "ROLE" and at_start):
+                add(Finding("privileges", f"SET {'SESSION AUTHORIZATION' if param == 'AUTHORIZATION' else 'ROLE'}", tok.line))
+            elif param in _LIMITS and param != "ROLE":
+                add(Finding("limits", f"SET {param.lower()}: the harness sets the limits", tok.line))
+        elif w == "COPY" and at_start:
+            _check_copy(toks, i, ctx)
+        elif w == "LOAD" and at_start and i + 1 < n and toks[i + 1].kind == "string":
+            add(Finding("system", "LOAD of a server library", tok.line))
+        elif w == "PRAGMA" and nxt == "AUTONOMOUS_TRANSACTION":
+            add(Finding("transactions", "PRAGMA AUTONOMOUS_TRANSACTION commits outside the task's transaction", tok.line))
+        elif w in _CALL_RULE and tok.kind == "word" and nxt in ("(", "."):
+            add(Finding(_CALL_RULE[w], f"{tok.text} {_CALL_TEXT[_CALL_RULE[w]]}", tok.line))
+        elif w == "SET_CONFIG" and nxt == "(" and i + 2 < n and toks[i + 2].kind == "string":
+            if toks[i + 2].text.upper() in _LIMITS:
+                add(Finding("limits", f"set_config('{toks[i + 2].text}')", tok.line))
+
+
+def _name_list(toks: list[_Tok], i: int) -> list[tuple[str | None, str] | None]:
+    """Names of DROP/TRUNCATE (``a, b(int), c``); [None] when the name is built at run time."""
+    names: list[tuple[str | None, str] | None] = []
+    while True:
+        name, i = _name_at(toks, i)
+        if name is None:
+            break
+        names.append(name)
+        if i < len(toks) and toks[i].word == "(":
+            depth = 0
+            while i < len(toks):
+                depth += {"(": 1, ")": -1}.get(toks[i].word, 0)
+                i += 1
+                if depth == 0:
+                    break
+        if i < len(toks) and toks[i].word == ",":
+            i += 1
+            continue
+        break
+    return names or [None]
+
+
+def _check_create(toks: list[_Tok], i: int, ctx: _Context) -> None:
+    add = ctx.findings.append
+    line = toks[i].line
+    j = i + 1
+    public = False
+    while j < len(toks) and toks[j].word in _CREATE_MODIFIERS:
+        public = public or toks[j].word == "PUBLIC"
+        j += 1
+    kind, j = _kind_at(toks, j)
+    if kind is None:
+        return
+    if kind in _SYSTEM_KINDS or (kind == "SCHEMA" and ctx.dialect == "postgres"):
+        add(Finding(_SYSTEM_KINDS.get(kind, "create-elsewhere"), f"CREATE {kind}", line))
+        return
+    if public:
+        add(Finding("privileges", f"CREATE PUBLIC {kind}", line))
+    name, _ = _name_at(toks, _skip(toks, j, "IF", "NOT", "EXISTS", "CONCURRENTLY"))
+    if ctx.dialect == "postgres" and name is not None and name[0] not in _PG_SCRATCH and kind != "INDEX":
+        add(Finding("create-elsewhere", f"CREATE {kind} {_show(name)}: answers create objects in their own schema", line))
+    if kind in ("FUNCTION", "PROCEDURE", "ROUTINE"):
+        for k in range(j, len(toks) - 1):
+            if toks[k].word == "LANGUAGE" and toks[k + 1].kind in ("word", "quoted", "string"):
+                lang = (toks[k + 1].text or toks[k + 1].word).upper()
+                if lang not in _TRUSTED_LANGUAGES:
+                    add(Finding("programs", f"CREATE {kind} in untrusted language {lang.lower()}", line))
+                break
+
+
+def _check_copy(toks: list[_Tok], i: int, ctx: _Context) -> None:
+    depth = 0
+    for k in range(i + 1, len(toks)):
+        w = toks[k].word
+        if w == ";":
+            break
+        depth += {"(": 1, ")": -1}.get(w, 0)
+        if depth:
+            continue
+        if w == "PROGRAM":
+            ctx.findings.append(Finding("programs", "COPY ... PROGRAM runs a shell command on the server", toks[i].line))
+            return
+        if w in ("TO", "FROM") and k + 1 < len(toks) and toks[k + 1].kind == "string":
+            ctx.findings.append(Finding("server-files", f"COPY ... {w} a server file", toks[i].line))
+            return
+
+
+# --------------------------------------------------------------------------- the checker
+def _entry_names(task: Task) -> set[tuple[str, str]]:
+    names: set[tuple[str, str]] = set()
+    for ep in task.entry_points:
+        parts = [p.strip().strip('"').lower() for p in ep.split(".") if p.strip()]
+        if not parts:
+            continue
+        names.add(("", parts[-1]))
+        if task.dialect == "postgres":
+            names.add(("public", parts[-1]))  # ``DROP FUNCTION IF EXISTS public.f`` is common
+        if len(parts) > 1:
+            names.add(("", parts[0]))  # package of a package member
+            names.add((parts[-2], parts[-1]))
+    return names
+
+
+def _allowed_rules(task: Task) -> set[str]:
+    raw = task.metadata.get("safety_allow") if task.metadata else None
+    if isinstance(raw, str):
+        raw = raw.replace(",", " ").split()
+    return {str(r) for r in raw or ()}
+
+
+def findings(task: Task, code: str, earlier: Sequence[str] = ()) -> list[Finding]:
+    """Statements of ``code`` outside ``task``'s allowed set (``earlier``: the conversation so far)."""
+    ctx = _Context(task.dialect, _entry_names(task))
+    for previous in earlier:
+        _collect_created(_units(previous, task.dialect), ctx)
+    units = _units(code, task.dialect)
+    _collect_created(units, ctx)
+    for toks in units:
+        _check_unit(toks, ctx)
+    allowed = _allowed_rules(task)
+    seen: set[tuple[str, int]] = set()
+    out = []
+    for f in ctx.findings:
+        if f.rule in allowed or (f.detail, f.line) in seen:
+            continue
+        seen.add((f.detail, f.line))
+        out.append(f)
+    return out
+
+
+class SafetyChecker:
+    """The runner's ``SafetyCheck``: returns why a turn's answer is refused, or None.
+
+    ``mode`` tells the runner whether a finding blocks the turn (``block``) or is only
+    reported with its tests (``warn``); ``accepts_earlier`` that it wants the conversation's
+    earlier answers, so objects they created count as the answer's own.
+    """
+
+    accepts_earlier = True
+
+    def __init__(self, mode: str = "block", max_listed: int = 3) -> None:
+        if mode not in ("warn", "block"):
+            raise ValueError(f"safety mode {mode!r}: expected 'warn' or 'block'")
+        self.mode = mode
+        self.max_listed = max_listed
+
+    def __call__(self, task: Task, turn: int, code: str, earlier: Sequence[str] = ()) -> str | None:
+        found = findings(task, code, earlier)
+        if not found:
+            return None
+        listed = "; ".join(str(f) for f in found[: self.max_listed])
+        more = f" (+{len(found) - self.max_listed} more)" if len(found) > self.max_listed else ""
+        rules = ",".join(dict.fromkeys(f.rule for f in found))
+        log.info("task %s turn %d: safety check (%s): %s%s", task.id, turn, rules, listed, more)
+        return f"safety check [{rules}]: {listed}{more}"
+
+
+def make_checker(settings: Settings) -> SafetyChecker | None:
+    """The checker for ``--plsql-safety`` (None when ``off``)."""
+    if settings.safety == "off":
+        return None
+    return SafetyChecker(settings.safety)
