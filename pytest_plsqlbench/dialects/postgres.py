@@ -9,11 +9,21 @@ every unit test run under savepoints; ``DISCARD ALL`` afterwards drops session s
 transactions do not undo (prepared statements, advisory locks, settings, LISTEN). Top-level
 transaction control in answers (``COMMIT``, ``END`` ...) is neutralised, and a transaction
 that nevertheless ends early is detected and the scratch schema rebuilt.
+
+Containment (``docs/security.md``): the candidate role has no superuser, no role
+memberships (so no ``pg_read_server_files``/``pg_execute_server_program``), no CREATE
+outside ``answers``, SELECT only on fixtures, no ``pg_terminate_backend``; its timeouts are
+role defaults, re-asserted after every kept script and backed by a client-side watchdog;
+rows are streamed and output capped, so neither a huge result nor a flood of notices can
+exhaust the harness's memory. A connection the answer itself ended (its own idle or
+transaction timeout) is the answer's timeout; one lost for any other reason is an
+infrastructure error the runner retries once.
 """
 
 from __future__ import annotations
 
 import logging
+import re
 import secrets
 import threading
 import time
@@ -22,11 +32,12 @@ from typing import Any, Sequence
 import psycopg
 from psycopg import errors as pgerr
 from psycopg import sql as pgsql
+from sqlparse import tokens as T
 
 from .. import outcomes
 from ..errors import InfrastructureError, UsageError
 from ..outputs import format_row
-from ..scripts import Statement, first_keyword, split
+from ..scripts import Statement, _tokens, first_keyword, split
 from ..settings import Settings
 from ..tasks import Fixture
 from .base import Backend, DbError, Execution, Phase, Session
@@ -38,12 +49,25 @@ SCRATCH = "answers"
 TXN_STARTS = ("BEGIN", "START TRANSACTION", "COMMIT", "END", "ROLLBACK", "ABORT", "SAVEPOINT", "RELEASE", "PREPARE TRANSACTION")
 VOID_OID = 2278
 MAX_ROWS = 100_000
+#: Rows fetched per round trip while streaming a result.
+ROW_CHUNK = 500
 
 # SQLSTATEs by what they say about an answer (PLSQLBench App. E.2 categories).
 _INTERFACE = {"42883", "42P01", "42703", "3F000", "42809", "42725", "42P02", "42704"}
 _ARTIFACT = {"42601", "42P13", "42P16", "42804", "0A000", "42P18", "42611", "42P10", "2F005", "42P08"}
 _TIMEOUT = {"57014", "55P03", "25P03"}
 _INFRA_PREFIX = ("08", "57P", "58", "XX", "53")
+#: FATALs an unprivileged session can only bring on itself by changing its own settings.
+_ANSWER_FATAL = {"25P03", "25P04", "57P05"}
+#: Session limits re-asserted (to the role's defaults) after every script whose effects stay.
+_LIMIT_SETTINGS = ("statement_timeout", "lock_timeout", "idle_in_transaction_session_timeout", "idle_session_timeout")
+#: Superuser-only functions' neighbours that PUBLIC may run by default but answers must not:
+#: ending its own session would pass an answer's failure off as the harness's.
+_REVOKED_FUNCTIONS = ("pg_terminate_backend",)
+#: Disk a candidate's temporary files may use (sorts, hashes, temp tables spilling).
+TEMP_FILE_LIMIT = "1GB"
+#: A COPY that would switch the connection into the COPY sub-protocol.
+_CLIENT_COPY = re.compile(r"\bSTD(?:IN|OUT)\b", re.I)
 
 
 def classify(sqlstate: str | None, phase: Phase) -> str:
@@ -65,6 +89,11 @@ def classify(sqlstate: str | None, phase: Phase) -> str:
     if sqlstate in _ARTIFACT or sqlstate.startswith("42"):
         return outcomes.INVALID_ARTIFACT
     return outcomes.WRONG_OUTPUT
+
+
+def _code_only(text: str) -> str:
+    """``text`` without comments and string literals (keyword searches ignore their content)."""
+    return " ".join(v for t, v in _tokens(text) if t not in T.String and t not in T.Comment)
 
 
 def _dsn_with(dsn: str, **params: str) -> str:
@@ -119,6 +148,7 @@ class PostgresSession(Session):
         self._capture = False
         self._in_task = False
         self._broken_isolation = False
+        self._savepoint: str | None = None
         self.connect()
 
     # ----------------------------------------------------------------- connection
@@ -175,6 +205,21 @@ class PostgresSession(Session):
         self._exec("BEGIN")
         self._in_task = True
 
+    def _restart_scope(self) -> None:
+        """After the connection died under an answer: a new one in the same scope shape.
+
+        The task's state is lost (later tests of the task see no answer) and the scratch
+        schema is rebuilt at the end of the task.
+        """
+        in_task = self._in_task
+        self.connect()
+        if in_task:
+            self._exec("BEGIN")
+            self._in_task = True
+            self._broken_isolation = True
+            if self._savepoint:
+                self._exec(f"SAVEPOINT {self._savepoint}")
+
     def end_task(self) -> None:
         if self.conn is None or self.conn.closed:
             self.connect()
@@ -200,6 +245,7 @@ class PostgresSession(Session):
         self._lines, self._chars, self._truncated = result.lines, 0, False
         t0 = time.monotonic()
         self._exec(f"SAVEPOINT {savepoint}")
+        self._savepoint = savepoint
         try:
             for stmt in statements:
                 if not self._runnable(stmt, result):
@@ -210,6 +256,7 @@ class PostgresSession(Session):
                     break
         finally:
             self._capture = False
+            self._savepoint = None
             result.truncated = self._truncated
             result.duration_s = time.monotonic() - t0
             self._after_script(savepoint, keep=not isolated and result.error is None)
@@ -228,47 +275,74 @@ class PostgresSession(Session):
 
     def _run_statement(self, stmt: Statement, phase: Phase) -> DbError | None:
         assert self.conn is not None
+        if first_keyword(stmt.text) == "COPY" and _CLIENT_COPY.search(_code_only(stmt.text)):
+            # COPY ... STDIN/STDOUT would leave the connection in the COPY sub-protocol.
+            return DbError("COPY to or from the client (STDIN/STDOUT) is not supported; use SQL",
+                           None, outcomes.INVALID_ARTIFACT, stmt.line)
         timeout = self.backend.settings.timeout
         watchdog = _Watchdog(self, timeout)
         self._capture = True
         try:
             with watchdog, self.conn.cursor() as cur:
-                cur.execute(stmt.text)
-                self._collect_rows(cur)
+                self._stream_rows(cur, stmt.text)
         except psycopg.Error as exc:
-            if watchdog.fired:
-                if self.conn.closed or self.conn.broken:
-                    self.connect()
-                    self._exec("BEGIN")  # keep the caller's scope shape; the task state is lost
-                    self._broken_isolation = True
-                return DbError(f"statement ran longer than {timeout:g}s and was cancelled",
-                               getattr(exc, "sqlstate", None), outcomes.TIMEOUT, stmt.line)
-            if self.conn.closed or self.conn.broken or isinstance(exc, psycopg.OperationalError) and not getattr(exc, "sqlstate", None):
-                raise InfrastructureError(f"database connection lost: {exc}") from exc
-            sqlstate = getattr(exc, "sqlstate", None)
-            failure = classify(sqlstate, phase)
-            if failure == outcomes.INFRASTRUCTURE:
-                raise InfrastructureError(f"database error {sqlstate}: {exc}") from exc
-            return DbError(str(exc).strip(), sqlstate, failure, stmt.line)
+            return self._failed(exc, stmt, phase, watchdog.fired)
         finally:
             self._capture = False
         if self._in_task and self.conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE:
             # Something ended our transaction despite the filter; restore the scope shape.
             self._broken_isolation = True
             self._exec("BEGIN")
+            if self._savepoint:
+                self._exec(f"SAVEPOINT {self._savepoint}")
         return None
 
-    def _collect_rows(self, cur: psycopg.Cursor[Any]) -> None:
-        while True:
-            if cur.description:
-                void = all(col.type_code == VOID_OID for col in cur.description)
-                for n, row in enumerate(cur):
-                    if n >= MAX_ROWS or self._truncated:
-                        break
-                    if not void:
-                        self._append(format_row(row))
-            if not cur.nextset():
-                break
+    def _failed(self, exc: psycopg.Error, stmt: Statement, phase: Phase, timed_out: bool) -> DbError:
+        """Classify a failed statement; raise InfrastructureError when the harness lost the database."""
+        assert self.conn is not None
+        sqlstate = getattr(exc, "sqlstate", None)
+        lost = self.conn.closed or self.conn.broken
+        timeout = self.backend.settings.timeout
+        if timed_out or (lost and sqlstate in _ANSWER_FATAL):
+            if lost:
+                self._restart_scope()
+            why = (f"statement ran longer than {timeout:g}s and was cancelled" if timed_out
+                   else f"the answer's own session limit ended its connection: {str(exc).strip()}")
+            return DbError(why, sqlstate, outcomes.TIMEOUT, stmt.line)
+        if lost or (isinstance(exc, psycopg.OperationalError) and not sqlstate):
+            raise InfrastructureError(f"database connection lost: {exc}") from exc
+        if self.conn.info.transaction_status == psycopg.pq.TransactionStatus.ACTIVE:
+            # The protocol is mid-command (should not happen after the COPY guard): start over.
+            self._restart_scope()
+            return DbError(f"the statement left the connection unusable: {exc}", sqlstate,
+                           outcomes.INVALID_ARTIFACT, stmt.line)
+        failure = classify(sqlstate, phase)
+        if failure == outcomes.INFRASTRUCTURE:
+            raise InfrastructureError(f"database error {sqlstate}: {exc}") from exc
+        return DbError(str(exc).strip(), sqlstate, failure, stmt.line)
+
+    def _stream_rows(self, cur: psycopg.Cursor[Any], text: str) -> None:
+        """Run one statement, keeping at most MAX_ROWS rows / max_output characters of its result.
+
+        Rows arrive in chunks and are dropped once the cap is reached, so a huge result costs
+        time (bounded by the statement timeout), never the harness's memory.
+        """
+        assert self.conn is not None
+        size = ROW_CHUNK if psycopg.capabilities.has_stream_chunked() else 1
+        void: bool | None = None
+        try:
+            for n, row in enumerate(cur.stream(text, size=size)):
+                if void is None:
+                    void = all(col.type_code == VOID_OID for col in cur.description or ())
+                if not void and n < MAX_ROWS and not self._truncated:
+                    self._append(format_row(row))
+        except psycopg.ProgrammingError as exc:
+            # stream() reports a statement without a result set (DDL, DO, CALL ...) this way,
+            # after reading it to the end.
+            idle = self.conn.info.transaction_status != psycopg.pq.TransactionStatus.ACTIVE
+            if getattr(exc, "sqlstate", None) is None and idle and "didn't produce a result" in str(exc):
+                return
+            raise
 
     def _after_script(self, savepoint: str, keep: bool) -> None:
         if self.conn is None or self.conn.closed:
@@ -280,6 +354,9 @@ class PostgresSession(Session):
             return
         if keep:
             self._exec(f"RELEASE SAVEPOINT {savepoint}")
+            # An answer's SET of its own limits must not outlive its script (e.g. an idle
+            # timeout of 1ms firing between the harness's statements).
+            self._exec(self.backend.limit_reset)
         else:
             self._exec(f"ROLLBACK TO SAVEPOINT {savepoint}")
             self._exec(f"RELEASE SAVEPOINT {savepoint}")
@@ -305,6 +382,8 @@ class PostgresBackend(Backend):
         self._session: PostgresSession | None = None
         self._loaded: list[Fixture] = []
         self._lock = threading.Lock()
+        #: ``SET <limit> = DEFAULT`` for each limit the server knows (see _LIMIT_SETTINGS).
+        self.limit_reset = "; ".join(f"SET {name} = DEFAULT" for name in _LIMIT_SETTINGS)
 
     # ----------------------------------------------------------------- lifecycle
     @property
@@ -407,14 +486,45 @@ class PostgresBackend(Backend):
             pgsql.SQL("ALTER ROLE {} SET client_min_messages = 'notice'").format(role),
         ):
             self.admin.execute(stmt)
+        self._restrict_candidate()
         if self.settings.db == "embedded":
-            for setting in ("fsync = off", "synchronous_commit = off", "full_page_writes = off"):
+            # A throwaway cluster: no fsync. Commits stay synchronous, so fixtures loaded before
+            # the server is killed are still there after its restart.
+            for setting in ("fsync = off", "full_page_writes = off"):
                 self.admin.execute(f"ALTER SYSTEM SET {setting}")
             self.admin.execute("SELECT pg_reload_conf()")
         params: dict[str, str] = {"user": self.role}
         if self._password:
             params["password"] = self._password
         self.candidate_dsn = _dsn_with(self.db_dsn, **params)
+
+    def _restrict_candidate(self) -> None:
+        """What plain grants cannot express; each step needs a superuser (embedded, container).
+
+        With a less privileged ``--plsql-dsn`` user a step is skipped with a warning.
+        """
+        assert self.admin is not None
+        role = pgsql.Identifier(self.role)
+        steps = [pgsql.SQL("ALTER ROLE {} SET temp_file_limit = {}").format(role, pgsql.Literal(TEMP_FILE_LIMIT))]
+        for (proc,) in self.admin.execute(
+            "SELECT p.oid::regprocedure::text FROM pg_proc p WHERE p.pronamespace = 'pg_catalog'::regnamespace "
+            "AND p.proname = ANY(%s)", (list(_REVOKED_FUNCTIONS),)
+        ).fetchall():
+            steps.append(pgsql.SQL("REVOKE EXECUTE ON FUNCTION {} FROM PUBLIC").format(pgsql.SQL(proc)))
+        for step in steps:
+            try:
+                self.admin.execute(step)
+            except psycopg.errors.InsufficientPrivilege as exc:
+                log.warning("containment step skipped (%s): %s", exc.diag.message_primary, step.as_string(self.admin))
+        limits = _LIMIT_SETTINGS + (("transaction_timeout",) if self.admin.info.server_version >= 170000 else ())
+        self.limit_reset = "; ".join(f"SET {name} = DEFAULT" for name in limits)
+        bad = self.admin.execute(
+            "SELECT string_agg(r.rolname, ', ') FROM pg_roles r JOIN pg_roles c ON c.rolname = %s "
+            "WHERE (r.oid <> c.oid AND pg_has_role(c.oid, r.oid, 'MEMBER')) OR (r.oid = c.oid AND r.rolsuper)",
+            (self.role,),
+        ).fetchone()
+        if bad and bad[0]:
+            raise UsageError(f"the candidate role {self.role} must be an unprivileged role, but it is/has {bad[0]}")
 
     def stop(self) -> None:
         if self._session is not None:
