@@ -39,6 +39,7 @@ CASE_REASONS = {
     "reference-timeout": "the canonical solution did not finish within the timeout",
     "lossy-encoding": "the SQL encoding of the input changes the Python result (e.g. True -> 1)",
     "ambiguous-input": "another case has the same SQL input but a different expected output",
+    "too-large": "inputs and expected output exceed the size limit for one test's literals",
 }
 
 
@@ -101,6 +102,8 @@ class SourceTask:
     published_test: str | None = None
     #: Set when the record cannot be converted at all: (reason, detail).
     problem: tuple[str, str] | None = None
+    #: Python code defining the entry point, when cases may need re-running (MBPP+).
+    solution: str | None = None
 
 
 @dataclass(frozen=True)

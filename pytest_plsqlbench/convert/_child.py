@@ -1,0 +1,205 @@
+"""Child process that runs a canonical Python solution on test inputs (stdlib only).
+
+Run as a script by :mod:`.sandbox`, never imported by it for execution. Reads one JSON
+request on stdin -- ``{"code", "calls": [[function, tagged args]], "timeout"}`` -- and writes
+one JSON line per call: ``{"i", "ok", "out"}`` or ``{"i", "ok": false, "error"}``.
+Sockets and subprocesses are disabled before the solution is executed, its own output goes
+to /dev/null, and every call runs under its own CPU-time limit (SIGPROF, so a
+busy machine does not cause false timeouts).
+
+Values travel as tagged JSON so tuples, sets, dicts with non-string keys and floats
+survive the trip: see :func:`encode` / :func:`decode` (also used by the parent).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import signal
+import sys
+from typing import Any
+
+MAX_OUTPUT_CHARS = 5_000_000
+
+
+class OpaqueValue:
+    """A value with no JSON form (generators, match objects ...), kept as its description."""
+
+    def __init__(self, description: str) -> None:
+        self.description = description
+
+    def __repr__(self) -> str:
+        return f"<{self.description}>"
+
+
+def encode(value: Any, depth: int = 0) -> Any:
+    """Tagged JSON for a Python value (recursion-limited)."""
+    if depth > 200:
+        raise ValueError("value nested deeper than 200 levels")
+    if value is None or isinstance(value, (bool, str)):
+        return value
+    if isinstance(value, int):
+        return value if abs(value) < 2**53 else {"$i": str(value)}
+    if isinstance(value, float):
+        return value if math.isfinite(value) else {"$f": repr(value)}
+    if isinstance(value, list):
+        return [encode(v, depth + 1) for v in value]
+    if isinstance(value, tuple):
+        return {"$t": [encode(v, depth + 1) for v in value]}
+    if isinstance(value, (set, frozenset)):
+        return {"$s": [encode(v, depth + 1) for v in value]}
+    if isinstance(value, dict):
+        return {"$d": [[encode(k, depth + 1), encode(v, depth + 1)] for k, v in value.items()]}
+    if isinstance(value, complex):
+        return {"$c": [value.real, value.imag]}
+    if isinstance(value, OpaqueValue):
+        return {"$o": value.description}
+    return {"$o": f"{type(value).__module__}.{type(value).__qualname__}"}
+
+
+def decode(value: Any) -> Any:
+    """Inverse of :func:`encode` (opaque values become :class:`OpaqueValue`)."""
+    if isinstance(value, list):
+        return [decode(v) for v in value]
+    if not isinstance(value, dict):
+        return value
+    if "$t" in value:
+        return tuple(decode(v) for v in value["$t"])
+    if "$s" in value:
+        return {decode(v) for v in value["$s"]}
+    if "$d" in value:
+        return {decode(k): decode(v) for k, v in value["$d"]}
+    if "$i" in value:
+        return int(value["$i"])
+    if "$f" in value:
+        return float(value["$f"])
+    if "$c" in value:
+        return complex(*value["$c"])
+    if "$o" in value:
+        return OpaqueValue(value["$o"])
+    raise ValueError(f"unknown tagged value {value!r}")
+
+
+class CallTimeout(BaseException):
+    """Raised by the alarm handler; a BaseException so solutions' ``except Exception`` miss it."""
+
+
+def _no_network() -> None:
+    import socket
+
+    def refuse(*_a: Any, **_k: Any) -> Any:
+        raise OSError("network access is disabled while computing expected outputs")
+
+    class NoSocket:
+        def __init__(self, *_a: Any, **_k: Any) -> None:
+            refuse()
+
+    socket.socket = NoSocket  # type: ignore[misc,assignment]
+    for name in (
+        "create_connection",
+        "create_server",
+        "getaddrinfo",
+        "gethostbyname",
+        "socketpair",
+        "fromfd",
+    ):
+        if hasattr(socket, name):
+            setattr(socket, name, refuse)
+    import subprocess
+
+    subprocess.Popen = NoSocket  # type: ignore[misc,assignment]
+    for name in (
+        "system",
+        "popen",
+        "fork",
+        "forkpty",
+        "execv",
+        "execve",
+        "execvp",
+        "spawnv",
+        "kill",
+        "killpg",
+    ):
+        if hasattr(os, name):
+            setattr(os, name, refuse)
+
+
+def _limit_memory() -> None:
+    try:
+        import resource
+
+        limit = 4 * 1024**3
+        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+    except (ImportError, ValueError, OSError):
+        pass
+
+
+def main() -> int:
+    request = json.loads(sys.stdin.read())
+    out = os.fdopen(os.dup(1), "w", encoding="utf-8")
+    devnull = os.open(os.devnull, os.O_RDWR)
+    os.dup2(devnull, 0)
+    os.dup2(devnull, 1)
+    os.dup2(devnull, 2)
+    sys.stdin = open(os.devnull, encoding="utf-8")  # noqa: SIM115 - lives as long as the process
+    sys.stdout = sys.stderr = open(os.devnull, "w", encoding="utf-8")  # noqa: SIM115
+    _limit_memory()
+    _no_network()
+    timeout = float(request.get("timeout", 5.0))
+
+    def alarm(_signum: int, _frame: Any) -> None:
+        raise CallTimeout()
+
+    signal.signal(signal.SIGPROF, alarm)
+
+    def emit(record: dict[str, Any]) -> None:
+        out.write(json.dumps(record) + "\n")
+        out.flush()
+
+    namespace: dict[str, Any] = {"__name__": "__canonical__"}
+    try:
+        signal.setitimer(signal.ITIMER_PROF, timeout * 4)
+        exec(compile(request["code"], "<canonical>", "exec"), namespace)  # noqa: S102 - the point of this child
+        signal.setitimer(signal.ITIMER_PROF, 0)
+    except BaseException as exc:  # noqa: BLE001
+        signal.setitimer(signal.ITIMER_PROF, 0)
+        for i, _ in enumerate(request["calls"]):
+            emit(
+                {
+                    "i": i,
+                    "ok": False,
+                    "error": f"the solution does not load: {type(exc).__name__}: {exc}"[:300],
+                }
+            )
+        return 0
+    for i, (fn_name, args) in enumerate(request["calls"]):
+        fn = namespace.get(fn_name)
+        if not callable(fn):
+            emit({"i": i, "ok": False, "error": f"no function {fn_name!r} in the solution"})
+            continue
+        try:
+            call_args = decode(args)
+            signal.setitimer(signal.ITIMER_PROF, timeout)
+            try:
+                result = fn(*call_args)
+            finally:
+                signal.setitimer(signal.ITIMER_PROF, 0)
+            encoded = encode(result)
+            text = json.dumps({"i": i, "ok": True, "out": encoded})
+            if len(text) > MAX_OUTPUT_CHARS:
+                emit({"i": i, "ok": False, "error": "output larger than 5 MB"})
+                continue
+            out.write(text + "\n")
+            out.flush()
+        except CallTimeout:
+            emit({"i": i, "ok": False, "timeout": True, "error": f"no result within {timeout:g}s"})
+        except RecursionError:
+            emit({"i": i, "ok": False, "error": "RecursionError"})
+        except BaseException as exc:  # noqa: BLE001 - report anything the solution raises
+            emit({"i": i, "ok": False, "error": f"{type(exc).__name__}: {exc}"[:300]})
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,168 @@
+"""``plsqlbench convert`` and ``plsqlbench validate`` (registered by the main CLI).
+
+``convert`` writes one ``task_to_dict`` JSON object per line and prints ``converted A of N``
+plus rejected counts by reason. ``validate`` installs each task's replay function on a real
+database of the file's dialect through the core runner, runs every unit test against it and
+prints ``replay-valid V of A``; it exits non-zero when V < A and names the failures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from ..errors import DataError, PlsqlBenchError, UsageError
+from ..settings import DB_KINDS, Settings
+from ..tasks import DIALECTS, Task, task_from_dict, task_to_dict
+from .emitter import ASSERTION_MODES
+from .sources import SOURCES
+
+#: Subset name written into converted tasks, per source (matches tasks/*.yaml).
+DEFAULT_SUBSETS = {"mbpp-plus": "mbpp-plus", "mbpp": "mbpp-sanitized", "plsqlbench-mbpp": "mbpp"}
+
+
+def register(subparsers: Any) -> None:
+    """Add the ``convert`` and ``validate`` subcommands to the main parser's subparsers."""
+    conv = subparsers.add_parser(
+        "convert",
+        help="convert MBPP / MBPP+ into PL/SQL or PL/pgSQL tasks",
+        description="Rule-based Python-to-PL/SQL conversion of MBPP-style data (PLSQLBench App. B.5).",
+    )
+    conv.add_argument("--from", dest="source", required=True, choices=SOURCES, help="input format")
+    conv.add_argument("input", type=Path, help="input file (PLSQLBench: the release root or the jsonl)")
+    conv.add_argument("--dialect", required=True, choices=DIALECTS)
+    conv.add_argument(
+        "--assertions",
+        default="null-safe",
+        choices=ASSERTION_MODES,
+        help="NULL-safe comparisons (default) or the published blocks' != style",
+    )
+    conv.add_argument("-o", "--output", required=True, type=Path, help="converted tasks (JSON Lines)")
+    conv.add_argument(
+        "--explain", metavar="TASK_ID", action="append", default=[], help="explain one task (repeatable)"
+    )
+    conv.add_argument("--subset", help="subset name written into the tasks (default: by source)")
+    conv.add_argument(
+        "--timeout", type=float, default=5.0, help="seconds per canonical-solution call (MBPP+)"
+    )
+    conv.set_defaults(func=run_convert)
+
+    val = subparsers.add_parser(
+        "validate",
+        help="replay-validate converted tasks on a real database",
+        description="Install each task's replay function and run its unit tests against it.",
+    )
+    val.add_argument("file", type=Path, help="output of plsqlbench convert")
+    val.add_argument("--plsql-db", choices=DB_KINDS, help="embedded (postgres default), container or dsn")
+    val.add_argument("--plsql-dsn", help="connection string of an existing server")
+    val.add_argument("--plsql-timeout", type=float, default=10.0, help="seconds per statement")
+    val.add_argument("--show", type=int, default=20, help="failures to list (default 20)")
+    val.set_defaults(func=run_validate)
+
+
+def _fail(message: str) -> int:
+    print(f"error: {message}", file=sys.stderr)
+    return 2
+
+
+def write_tasks(path: Path, tasks: list[Task]) -> None:
+    """Write tasks as JSON Lines atomically (a temporary file renamed into place)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as out:
+            for task in tasks:
+                out.write(json.dumps(task_to_dict(task), ensure_ascii=False) + "\n")
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def read_tasks(path: Path) -> list[Task]:
+    """Tasks from a JSON Lines file; a bad line is a DataError naming file and line."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise DataError(f"{path}: cannot read ({exc.strerror})") from None
+    tasks = []
+    for lineno, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            tasks.append(task_from_dict(json.loads(line)))
+        except (json.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
+            raise DataError(f"{path}:{lineno}: not a converted task ({exc})") from None
+    return tasks
+
+
+def run_convert(args: argparse.Namespace) -> int:
+    from .pipeline import convert_file
+
+    subset = args.subset or DEFAULT_SUBSETS[args.source]
+    try:
+        result = convert_file(
+            args.source,
+            args.input,
+            args.dialect,
+            subset=subset,
+            assertions=args.assertions,
+            timeout=args.timeout,
+        )
+        write_tasks(args.output, result.tasks)
+    except PlsqlBenchError as exc:
+        return _fail(str(exc))
+    for line in result.summary_lines():
+        print(line)
+    print(f"wrote {args.output}")
+    for task_id in args.explain:
+        print()
+        print(result.explain(task_id))
+    return 0
+
+
+def run_validate(args: argparse.Namespace) -> int:
+    from ..runner import evaluate_task, open_backend
+
+    try:
+        tasks = read_tasks(args.file)
+        dialects = {t.dialect for t in tasks}
+        if len(dialects) > 1:
+            raise UsageError(f"{args.file}: mixes dialects {sorted(dialects)}")
+        dialect = dialects.pop() if dialects else "postgres"
+        db = args.plsql_db or (
+            "dsn" if args.plsql_dsn else "embedded" if dialect == "postgres" else "container"
+        )
+        if db == "dsn" and not args.plsql_dsn:
+            raise UsageError("--plsql-db=dsn needs --plsql-dsn")
+        settings = Settings(
+            subsets=(), dialect=dialect, db=db, dsn=args.plsql_dsn, timeout=args.plsql_timeout
+        )
+        failures: list[str] = []
+        valid = 0
+        t0 = time.monotonic()
+        with open_backend(settings) as backend:
+            for task in tasks:
+                report = evaluate_task(backend, task, [turn.reference for turn in task.turns], settings)
+                if report.passed:
+                    valid += 1
+                    continue
+                bad = report.failures()
+                first = bad[0] if bad else None
+                why = f"{first.test_id}: {first.failure_class}: {first.message}" if first else "no outcome"
+                failures.append(f"{task.id}: {len(bad)} of {len(report.outcomes)} test(s) failed; {why}")
+    except PlsqlBenchError as exc:
+        return _fail(str(exc))
+    print(f"replay-valid {valid} of {len(tasks)}")
+    print(f"({dialect}, {sum(t.n_tests for t in tasks)} unit tests, {time.monotonic() - t0:.0f}s)")
+    for line in failures[: args.show]:
+        print(f"  FAILED {line}")
+    if len(failures) > args.show:
+        print(f"  ... and {len(failures) - args.show} more")
+    return 0 if valid == len(tasks) else 1

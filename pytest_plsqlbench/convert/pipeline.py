@@ -1,0 +1,506 @@
+"""The conversion pipeline (paper App. B.5): read, compute, type, drop, emit.
+
+1. A source reader yields :class:`~.model.SourceTask` objects (Python values).
+2. MBPP+ expected outputs are computed by the canonical solution in a sandboxed child.
+3. The signature is inferred from the base cases; a task is rejected only when no
+   consistent signature exists for them (or for a stated reason). Other cases that do not
+   fit the signature are dropped, each with a reason.
+4. Cases whose SQL encoding is lossy (``True`` passed as ``1``, ``2.0`` as ``2``) are re-run
+   with the encoded input and dropped if Python's answer changes; cases whose SQL inputs
+   coincide with an earlier case's but expect something else are dropped as ambiguous.
+5. The dialect emitter writes prompt, fixtures, one ``assert`` unit test per case and the
+   replay function (the task's reference answer).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..errors import UsageError
+from ..tasks import DIALECTS, Task, Turn, UnitTest
+from . import evalplus, sources
+from .emitter import ASSERTION_MODES, EmitCase, Emitter, Signature
+from .model import ConversionResult, DroppedCase, Rejection, SourceCase, SourceTask
+from .names import sql_function_name
+from .oracle import OracleEmitter
+from .postgres import PostgresEmitter
+from .sandbox import run_calls
+from .sqltypes import (
+    SqlType,
+    TypeConflict,
+    Unknown,
+    UnsupportedValue,
+    ValueProblem,
+    canon,
+    has_unknown,
+    infer,
+    kind_of,
+    lossy,
+    refine,
+    resolve,
+    same,
+    sql_visible,
+    with_top_order,
+)
+
+log = logging.getLogger(__name__)
+
+#: Bump when converted output changes, so cached conversions are rebuilt.
+CONVERTER_VERSION = "1"
+#: A case whose inputs and outputs print longer than this is dropped (``too-large``): a few
+#: MBPP+ inputs produce megabyte outputs that would bloat every script and the replay.
+MAX_CASE_CHARS = 20_000
+
+EMITTERS: dict[str, type[Emitter]] = {"oracle": OracleEmitter, "postgres": PostgresEmitter}
+
+
+def emitter_for(dialect: str) -> Emitter:
+    return EMITTERS[dialect]()
+
+
+@dataclass
+class Typed:
+    """A task after typing: its SQL-facing signature and the cases that fit it."""
+
+    source: SourceTask
+    params: tuple[SqlType, ...] = ()
+    returns: SqlType = field(default_factory=Unknown)
+    cases: list[SourceCase] = field(default_factory=list)
+    dropped: list[DroppedCase] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    rejection: tuple[str, str] | None = None
+
+    def drop(self, case: SourceCase, reason: str, detail: str) -> None:
+        self.dropped.append(DroppedCase(case.id, reason, detail))
+
+
+# --------------------------------------------------------------------------- typing
+def _check_supported(value: Any) -> None:
+    kind = kind_of(value) if value is not None else "none"
+    if kind in ("seq", "set"):
+        for v in value:
+            _check_supported(v)
+    elif kind == "dict":
+        for k, v in value.items():
+            _check_supported(k)
+            _check_supported(v)
+
+
+def _outputs(case: SourceCase) -> list[Any]:
+    return [case.expected, *case.alternatives]
+
+
+def type_task(task: SourceTask) -> Typed:
+    """Infer the signature from base cases; drop the cases that do not fit it."""
+    typed = Typed(task)
+    live: list[SourceCase] = []
+    for case in task.cases:
+        if case.problem is not None:
+            typed.drop(case, *case.problem)
+        else:
+            live.append(case)
+    if task.problem is not None:
+        typed.rejection = task.problem
+        return typed
+    if not task.cases:
+        typed.rejection = ("no-cases", "the record has no test cases")
+        return typed
+    base_all = [c for c in live if c.origin in ("base", "case")]
+    arity = (
+        len(task.params)
+        if task.params
+        else Counter(len(c.args or ()) for c in base_all or live).most_common(1)[0][0]
+    )
+    fitting: list[SourceCase] = []
+    for case in live:
+        assert case.args is not None
+        if len(case.args) != arity:
+            typed.drop(case, "arity-mismatch", f"{len(case.args)} argument(s), the function takes {arity}")
+            continue
+        size = sum(len(repr(v)) for v in (*case.args, *_outputs(case)))
+        if size > MAX_CASE_CHARS:
+            typed.drop(case, "too-large", f"{size} characters of Python literals (limit {MAX_CASE_CHARS})")
+            continue
+        try:
+            for value in (*case.args, *_outputs(case)):
+                _check_supported(value)
+        except UnsupportedValue as exc:
+            typed.drop(case, "unsupported-value", str(exc))
+            continue
+        fitting.append(case)
+    base = [c for c in fitting if c.origin in ("base", "case")]
+    if not base:
+        reasons = Counter(d.reason for d in typed.dropped)
+        why = ", ".join(f"{n} {r}" for r, n in reasons.most_common()) or "none given"
+        code = "unsupported-type" if reasons.get("unsupported-value") else "no-cases"
+        typed.rejection = (code, f"no usable base case ({why})")
+        return typed
+    try:
+        params, returns, agreeing = _signature(task, base, arity)
+    except TypeConflict as exc:
+        typed.rejection = ("inconsistent-types", str(exc))
+        return typed
+    for case in base:
+        if case not in agreeing:
+            typed.drop(
+                case,
+                "type-mismatch",
+                f"outvoted: {len(agreeing)} of {len(base)} base cases agree on {_describe(params, returns)}",
+            )
+    base = agreeing
+    if isinstance(returns, Unknown):
+        typed.rejection = ("no-return-value", f"returns None in all {len(base)} base case(s)")
+        return typed
+    kept = list(base)
+    for case in fitting:
+        if case.origin in ("base", "case"):
+            continue
+        try:
+            new_params = [refine(t, v) for t, v in zip(params, case.args)]  # type: ignore[arg-type]
+            new_returns = returns
+            for o in _outputs(case):
+                new_returns = refine(new_returns, o)
+        except TypeConflict as exc:
+            typed.drop(case, "type-mismatch", f"{exc} (signature {_describe(params, returns)})")
+            continue
+        params, returns = new_params, new_returns
+        kept.append(case)
+    if any(has_unknown(t) for t in (*params, returns)):
+        typed.notes.append("a collection was empty in every case; its element type defaults to number")
+    typed.params = tuple(resolve(t) for t in params)
+    typed.returns = resolve(returns)
+    order = {c.id: n for n, c in enumerate(task.cases)}
+    for case in sorted(kept, key=lambda c: order[c.id]):
+        problem = _value_problem(typed, case)
+        if problem is not None:
+            typed.drop(case, *problem)
+        else:
+            typed.cases.append(case)
+    if not typed.cases:
+        typed.rejection = ("no-cases", "every case was dropped")
+    return typed
+
+
+def _infer_all(task: SourceTask, cases: Sequence[SourceCase], arity: int) -> tuple[list[SqlType], SqlType]:
+    params = []
+    for i in range(arity):
+        try:
+            params.append(infer([c.args[i] for c in cases]))  # type: ignore[index]
+        except TypeConflict as exc:
+            raise TypeConflict(f"argument {i + 1} ({_param(task, i)}): {exc}") from None
+    try:
+        returns = infer([o for c in cases for o in _outputs(c)])
+    except TypeConflict as exc:
+        raise TypeConflict(f"return value: {exc}") from None
+    return params, returns
+
+
+def _signature(
+    task: SourceTask, base: Sequence[SourceCase], arity: int
+) -> tuple[list[SqlType], SqlType, list[SourceCase]]:
+    """The signature of all base cases, else of a strict majority of them (the largest group
+    one signature fits; ties go to the earliest case), else TypeConflict."""
+    try:
+        params, returns = _infer_all(task, base, arity)
+        return params, returns, list(base)
+    except TypeConflict as exc:
+        first = exc
+    best: list[SourceCase] = []
+    for seed in base:
+        try:
+            params, returns = _infer_all(task, [seed], arity)
+        except TypeConflict:
+            continue
+        group = [seed]
+        for case in base:
+            if case is seed:
+                continue
+            try:
+                new_params = [refine(t, v) for t, v in zip(params, case.args)]  # type: ignore[arg-type]
+                new_returns = returns
+                for o in _outputs(case):
+                    new_returns = refine(new_returns, o)
+            except TypeConflict:
+                continue
+            params, returns = new_params, new_returns
+            group.append(case)
+        if len(group) > len(best):
+            best = group
+    if 2 * len(best) > len(base):
+        group = [c for c in base if c in best]
+        try:
+            params, returns = _infer_all(task, group, arity)
+            return params, returns, group
+        except TypeConflict:
+            pass
+    raise first
+
+
+def _param(task: SourceTask, i: int) -> str:
+    return task.params[i] if i < len(task.params) else f"p{i + 1}"
+
+
+def _describe(params: Sequence[SqlType], returns: SqlType) -> str:
+    return "(" + ", ".join(map(str, params)) + f") -> {returns}"
+
+
+def _value_problem(typed: Typed, case: SourceCase) -> tuple[str, str] | None:
+    try:
+        for i, (v, t) in enumerate(zip(case.args or (), typed.params), 1):
+            canon(v, t, where=f"argument {i}")
+        for o in _outputs(case):
+            canon(o, typed.returns, where="expected value")
+    except ValueProblem as exc:
+        return exc.reason, exc.detail
+    return None
+
+
+def check_lossy(typed_tasks: Sequence[Typed], timeout: float) -> None:
+    """Re-run cases whose SQL encoding changes the input; drop those whose result changes."""
+
+    def one(typed: Typed) -> None:
+        task = typed.source
+        suspects = [c for c in typed.cases if any(lossy(v, t) for v, t in zip(c.args or (), typed.params))]
+        if not suspects or not task.solution:
+            return
+        calls = [
+            (task.entry_point, tuple(sql_visible(v, t) for v, t in zip(c.args or (), typed.params)))
+            for c in suspects
+        ]
+        results = run_calls(task.solution, calls, timeout)
+        bad: dict[str, str] = {}
+        for case, res in zip(suspects, results):
+            if not res.ok:
+                bad[case.id] = f"with the input as SQL passes it the solution fails ({res.error})"
+                continue
+            out = (
+                evalplus.not_none_output(res.value)
+                if task.entry_point in evalplus.NOT_NONE_TASKS
+                else res.value
+            )
+            cmp = with_top_order(typed.returns, "set") if case.as_set else typed.returns
+            try:
+                _check_supported(out)
+                refine(typed.returns, out)
+                ok = any(
+                    same(canon(out, typed.returns), canon(o, typed.returns), cmp, case.tolerance)
+                    for o in _outputs(case)
+                )
+            except (TypeConflict, UnsupportedValue, ValueProblem):
+                ok = False
+            if not ok:
+                bad[case.id] = (
+                    f"with the input as SQL passes it the solution returns {_short(out)}, not {_short(case.expected)}"
+                )
+        for case in suspects:
+            if case.id in bad:
+                typed.drop(case, "lossy-encoding", bad[case.id])
+        typed.cases = [c for c in typed.cases if c.id not in bad]
+        if not typed.cases:
+            typed.rejection = ("no-cases", "every case was dropped")
+
+    with ThreadPoolExecutor(max_workers=sources._workers()) as pool:
+        list(pool.map(one, [t for t in typed_tasks if t.rejection is None]))
+
+
+def _short(value: Any, limit: int = 60) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+# --------------------------------------------------------------------------- emission
+def _normalise(text: str) -> str:
+    return " ".join(text.split())
+
+
+def emit_task(
+    typed: Typed, dialect: str, subset: str, mode: str
+) -> tuple[Task | None, list[DroppedCase], Rejection | None]:
+    """The task in one dialect, the cases dropped there (ambiguous inputs), or a rejection."""
+    task = typed.source
+    emitter = emitter_for(dialect)
+    oracle = dialect == "oracle"
+    sig = Signature(sql_function_name(task.entry_point), typed.params, typed.returns)
+    dropped: list[DroppedCase] = []
+    cases: list[EmitCase] = []
+    seen: dict[tuple[Any, ...], tuple[SourceCase, Any]] = {}
+    for case in typed.cases:
+        try:
+            key = tuple(
+                canon(v, t, dialect=dialect, where=f"argument {i}")
+                for i, (v, t) in enumerate(zip(case.args or (), sig.params), 1)
+            )
+            outs = [canon(o, sig.returns, dialect=dialect, where="expected value") for o in _outputs(case)]
+        except ValueProblem as exc:
+            dropped.append(DroppedCase(case.id, exc.reason, exc.detail))
+            continue
+        cmp = with_top_order(sig.returns, "set") if case.as_set else sig.returns
+        if key in seen:
+            first, first_expected = seen[key]
+            if not any(same(first_expected, o, cmp, case.tolerance) for o in outs):
+                dropped.append(
+                    DroppedCase(
+                        case.id,
+                        "ambiguous-input",
+                        f"same {dialect} input as {first.id}, which expects {_short(first.expected)}",
+                    )
+                )
+                continue
+        else:
+            seen[key] = (case, outs[0])
+        cases.append(
+            EmitCase(
+                id=case.id,
+                args=tuple(case.args or ()),
+                expected=case.expected,
+                alternatives=case.alternatives,
+                tolerance=case.tolerance,
+                compare=cmp if case.as_set else None,
+            )
+        )
+    if not cases:
+        return None, dropped, Rejection(task.id, "no-cases", "every case was dropped")
+    notes = list(typed.notes)
+    if sig.name != task.entry_point:
+        notes.append(
+            f"entry point {task.entry_point!r} is named {sig.name!r} in SQL (reserved or built-in name)"
+        )
+    prompt_notes = emitter.type_notes(sig, "")
+    prompt = emitter.prompt(sig, task.prompt_py, prompt_notes)
+    metadata: dict[str, Any] = {}
+    if oracle and task.published_prompt is not None:
+        matches = _normalise(prompt) == _normalise(task.published_prompt)
+        metadata["published_prompt_match"] = matches
+        if matches:
+            prompt = task.published_prompt
+        else:
+            notes.append("the generated prompt differs from the published one")
+    if oracle and task.published_test is not None:
+        metadata["published_test_match"] = published_block_matches(emitter, sig, cases, task.published_test)
+    if mode == "published" and oracle and task.published_test is not None:
+        tests: tuple[UnitTest, ...] = (UnitTest(id="block", kind="assert", script=task.published_test),)
+    else:
+        tests = tuple(
+            UnitTest(id=c.id, kind="assert", script=emitter.test_script(sig, c, mode)) for c in cases
+        )
+    all_dropped = [*typed.dropped, *dropped]
+    metadata.update(
+        {
+            "source_id": task.metadata.get("source_id", task.id),
+            "python_entry_point": task.entry_point,
+            "python_params": list(task.params),
+            "signature": f"{sig.name}{_describe(sig.params, sig.returns)}",
+            "atol": task.metadata.get("atol", 0),
+            "assertions": mode,
+            "cases_total": len(task.cases),
+            "cases_kept": len(cases),
+            "cases_dropped": len(all_dropped),
+            "dropped_by_reason": dict(Counter(d.reason for d in all_dropped)),
+            "origins": dict(Counter(c.id.split("-")[0] for c in cases)),
+            "set_compared": any(c.compare is not None for c in cases),
+            "notes": notes,
+            "converter_version": CONVERTER_VERSION,
+        }
+    )
+    turn = Turn(
+        index=1,
+        prompt=prompt,
+        tests=tests,
+        reference=emitter.replay(sig, cases),
+        source_id=str(task.metadata.get("source_id", task.id)),
+    )
+    built = Task(
+        id=task.id,
+        subset=subset,
+        dialect=dialect,  # type: ignore[arg-type]
+        turns=(turn,),
+        entry_points=(sig.name,),
+        fixtures=emitter.fixtures(sig, cases, mode),
+        metadata=metadata,
+    )
+    return built, dropped, None
+
+
+def published_block_matches(
+    emitter: Emitter, sig: Signature, cases: Sequence[EmitCase], published: str
+) -> bool:
+    """Whether the Oracle emitter reproduces a published test block (whitespace-normalised)."""
+    assert isinstance(emitter, OracleEmitter)
+    try:
+        block = emitter.block(sig, list(cases), "published")
+    except ValueError:
+        return False
+    return _normalise(block) == _normalise(published)
+
+
+# --------------------------------------------------------------------------- entry point
+def read_source(source: str, path: Path, assertions: str = "null-safe") -> list[SourceTask]:
+    if source == "mbpp-plus":
+        return sources.read_mbpp_plus(path)
+    if source == "mbpp":
+        return sources.read_mbpp(path)
+    if source == "plsqlbench-mbpp":
+        return sources.read_plsqlbench(path, null_safe=assertions == "null-safe")
+    raise UsageError(f"unknown conversion source {source!r}; choose from {', '.join(sources.SOURCES)}")
+
+
+def type_source(
+    source: str, path: Path, *, assertions: str = "null-safe", timeout: float = 5.0
+) -> list[Typed]:
+    """Read and type every record of ``path`` (dialect-independent, runs Python for MBPP+)."""
+    tasks = read_source(source, path, assertions)
+    if source == "mbpp-plus":
+        sources.run_references(tasks, timeout)
+    typed = [type_task(t) for t in tasks]
+    if source == "mbpp-plus":
+        check_lossy(typed, timeout)
+    return typed
+
+
+def emit_all(
+    typed: Sequence[Typed], source: str, dialect: str, *, subset: str, assertions: str
+) -> ConversionResult:
+    result = ConversionResult(source=source, dialect=dialect, total=len(typed))
+    for t in typed:
+        tid = t.source.id
+        result.source_cases[tid] = len(t.source.cases)
+        if t.rejection is not None:
+            result.rejected.append(Rejection(tid, *t.rejection))
+            result.dropped[tid] = list(t.dropped)
+            continue
+        task, extra, rejection = emit_task(t, dialect, subset, assertions)
+        result.dropped[tid] = [*t.dropped, *extra]
+        if rejection is not None:
+            result.rejected.append(rejection)
+        else:
+            assert task is not None
+            result.tasks.append(task)
+    return result
+
+
+def convert_file(
+    source: str,
+    path: Path,
+    dialect: str,
+    *,
+    subset: str,
+    assertions: str = "null-safe",
+    timeout: float = 5.0,
+) -> ConversionResult:
+    """Convert one source file into tasks of one dialect (see the module docstring)."""
+    if dialect not in DIALECTS:
+        raise UsageError(f"unknown dialect {dialect!r}; choose from {', '.join(DIALECTS)}")
+    if assertions not in ASSERTION_MODES:
+        raise UsageError(f"unknown assertion mode {assertions!r}; choose from {', '.join(ASSERTION_MODES)}")
+    if timeout <= 0:
+        raise UsageError("the conversion timeout must be positive")
+    typed = type_source(source, Path(path), assertions=assertions, timeout=timeout)
+    result = emit_all(typed, source, dialect, subset=subset, assertions=assertions)
+    log.info("%s -> %s: %s", path, dialect, "; ".join(result.summary_lines()))
+    return result

@@ -1,0 +1,342 @@
+"""Readers for the three inputs: evalplus MBPP+, sanitized MBPP, PLSQLBench's MBPP-PLSQL.
+
+Each reader turns records into :class:`~.model.SourceTask` objects holding Python values.
+A line that is not a JSON object with the fields a reader needs is a
+:class:`~pytest_plsqlbench.errors.DataError` naming file and line: the file is not what it
+claims to be. Records that are well-formed but cannot be converted become task problems
+(rejections with a reason), never errors.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import logging
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+from ..errors import DataError
+from . import evalplus
+from .assertions import ParsedAssertion, assertions_in, called_function, parse_one
+from .model import SourceCase, SourceTask
+from .sandbox import run_calls
+
+log = logging.getLogger(__name__)
+
+SOURCES = ("mbpp-plus", "mbpp", "plsqlbench-mbpp")
+PLSQLBENCH_FILE = Path("datasets") / "mbpp" / "mbpp_plsql.jsonl"
+
+
+# --------------------------------------------------------------------------- reading
+def _records(
+    path: Path, required: dict[str, type | tuple[type, ...]]
+) -> Iterator[tuple[int, dict[str, Any]]]:
+    """(line number, record) for a JSON Lines file or a JSON array file."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise DataError(f"{path}: cannot read ({exc.strerror})") from None
+    except UnicodeDecodeError as exc:
+        raise DataError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    if text.lstrip().startswith("["):
+        try:
+            items = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise DataError(f"{path}:{exc.lineno}: not valid JSON ({exc.msg})") from None
+        numbered = [(0, item) for item in items]
+    else:
+        numbered = []
+        for lineno, line in enumerate(text.splitlines(), 1):
+            if not line.strip():
+                continue
+            try:
+                numbered.append((lineno, json.loads(line)))
+            except json.JSONDecodeError as exc:
+                raise DataError(f"{path}:{lineno}: not valid JSON ({exc.msg})") from None
+    for n, (lineno, rec) in enumerate(numbered, 1):
+        where = f"{path}:{lineno}" if lineno else f"{path}: record {n}"
+        if not isinstance(rec, dict):
+            raise DataError(f"{where}: expected a JSON object")
+        for name, kind in required.items():
+            alternatives = name.split("|")
+            present = [a for a in alternatives if a in rec]
+            if not present:
+                raise DataError(f"{where}: missing field {alternatives[0]!r}")
+            if not isinstance(rec[present[0]], kind):
+                raise DataError(
+                    f"{where}: field {present[0]!r} has the wrong type ({type(rec[present[0]]).__name__})"
+                )
+        yield lineno, rec
+
+
+def _pick(rec: dict[str, Any], name: str) -> Any:
+    for alt in name.split("|"):
+        if alt in rec:
+            return rec[alt]
+    return None
+
+
+# --------------------------------------------------------------------------- prompts
+def _def_of(code: str, name: str) -> tuple[str, str, tuple[str, ...]] | None:
+    """(def header, body indent, parameter names) of function ``name`` in ``code``."""
+    try:
+        tree = ast.parse(code)
+    except SyntaxError:
+        return None
+    lines = code.splitlines()
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.FunctionDef) and node.name == name and node.body):
+            continue
+        first = node.body[0]
+        params = tuple(a.arg for a in node.args.args)
+        if first.lineno == node.lineno:  # def f(x): return x
+            return lines[node.lineno - 1][: first.col_offset].rstrip(), "    ", params
+        header: list[str] = []
+        for line in lines[node.lineno - 1 : first.lineno - 1]:
+            header.append(line.rstrip())
+            if line.split("#", 1)[0].rstrip().endswith(":"):
+                break
+        body_line = lines[first.lineno - 1]
+        indent = body_line[: len(body_line) - len(body_line.lstrip())] or "    "
+        return "\n".join(header), indent, params
+    return None
+
+
+def python_prompt(def_line: str, indent: str, description: str, examples: list[tuple[str, str]]) -> str:
+    """The commented Python part of an MBPP prompt, in PLSQLBench's layout."""
+    lines = ["", "", def_line, f'{indent}"""']
+    lines += [f"{indent}{line}" if line.strip() else "" for line in description.strip().splitlines()]
+    for call, expected in examples:
+        lines += [f"{indent}>>> {call}", f"{indent}{expected}"]
+    lines.append(f'{indent}"""')
+    return "\n".join(lines) + "\n"
+
+
+def _description(prompt: str) -> str:
+    text = prompt.strip()
+    for quote in ('"""', "'''"):
+        if text.startswith(quote) and text.endswith(quote) and len(text) >= 6:
+            text = text[3:-3]
+    return "\n".join(line for line in text.strip().splitlines() if not line.lstrip().startswith("assert "))
+
+
+def _examples(parsed: list[ParsedAssertion]) -> list[tuple[str, str]]:
+    """Doctest lines from the assertions as written (also those whose values are not literals)."""
+    return [(p.call_src, p.expected_src) for p in parsed if p.call_src and p.expected_src]
+
+
+def _case_from(parsed: ParsedAssertion, case_id: str, origin: str, as_set: bool = False) -> SourceCase:
+    case = SourceCase(
+        id=case_id, origin=origin, args=parsed.args, expected=parsed.expected, problem=parsed.problem
+    )
+    case.call_src, case.expected_src = parsed.call_src, parsed.expected_src
+    if parsed.problem is None:
+        case.as_set = parsed.as_set or as_set
+        case.tolerance = parsed.tolerance or evalplus.tolerance_for(parsed.expected, 0)
+    return case
+
+
+def case_id(origin: str, index: int) -> str:
+    return f"{origin}-{index:03d}" if origin in ("base", "plus") else f"case-{index}"
+
+
+# --------------------------------------------------------------------------- MBPP+
+def read_mbpp_plus(path: Path) -> list[SourceTask]:
+    """evalplus MBPP+ records; expected outputs still to be computed (see :func:`run_references`)."""
+    required: dict[str, Any] = {
+        "task_id": str,
+        "prompt": str,
+        "entry_point": str,
+        "canonical_solution": str,
+        "base_input": list,
+        # Mbpp/793 of the official release has ``"plus_input": {}`` for "no plus inputs".
+        "plus_input": (list, dict),
+        "atol": (int, float),
+    }
+    tasks: list[SourceTask] = []
+    for lineno, rec in _records(path, required):
+        tid, ep = rec["task_id"], rec["entry_point"]
+        if isinstance(rec["plus_input"], dict):
+            if rec["plus_input"]:
+                raise DataError(f"{path}:{lineno}: field 'plus_input' must be a list")
+            rec["plus_input"] = []
+        code = rec["canonical_solution"]
+        meta = {"atol": rec["atol"], "source_id": tid}
+        task = SourceTask(id=tid, entry_point=ep, params=(), prompt_py="", cases=[], metadata=meta)
+        found = _def_of(code, ep)
+        if found is None:
+            why = "does not parse" if not _parses(code) else f"defines no function {ep!r}"
+            task.problem = ("malformed-record", f"canonical_solution {why}")
+            tasks.append(task)
+            continue
+        def_line, indent, params = found
+        task.params = params
+        try:
+            parsed = assertions_in(rec.get("assertion") or "", {ep})
+        except SyntaxError:
+            parsed = []
+        task.prompt_py = python_prompt(def_line, indent, _description(rec["prompt"]), _examples(parsed))
+        task.solution = code + "\n" + evalplus.ALTERNATIVE_ORACLES.get(ep, "")
+        if ep in evalplus.ANY_OUTPUT_TASKS:
+            task.problem = ("no-oracle", f"evalplus's special oracle for {ep} accepts any output")
+        for origin in ("base", "plus"):
+            raw = rec[f"{origin}_input"]
+            try:
+                inputs = evalplus.deserialize_inputs(tid, raw)
+            except (TypeError, ValueError, IndexError, AttributeError, KeyError) as exc:
+                task.problem = ("malformed-record", f"{origin}_input does not match evalplus's layout: {exc}")
+                inputs = raw
+            for i, inp in enumerate(inputs, 1):
+                args = tuple(inp) if isinstance(inp, (list, tuple)) else None
+                case = SourceCase(id=case_id(origin, i), origin=origin, args=args)
+                if args is None:
+                    case.problem = ("arity-mismatch", "the input is not a list of arguments")
+                task.cases.append(case)
+        tasks.append(task)
+    return tasks
+
+
+def _parses(code: str) -> bool:
+    try:
+        ast.parse(code)
+        return True
+    except SyntaxError:
+        return False
+
+
+#: Calls per child process: a task's cases are split so slow tasks spread over workers.
+BATCH = 40
+
+
+def run_references(tasks: list[SourceTask], timeout: float, workers: int | None = None) -> None:
+    """Fill in expected outputs of MBPP+ cases by running each task's canonical solution."""
+    jobs: list[tuple[SourceTask, list[SourceCase]]] = []
+    for task in tasks:
+        if task.problem is not None or not task.solution:
+            continue
+        live = [c for c in task.cases if c.problem is None]
+        jobs += [(task, live[i : i + BATCH]) for i in range(0, len(live), BATCH)]
+
+    def one(job: tuple[SourceTask, list[SourceCase]]) -> None:
+        task, cases = job
+        ep = task.entry_point
+        alternative = ep in evalplus.ALTERNATIVE_ORACLES
+        calls: list[tuple[str, tuple[Any, ...]]] = []
+        for c in cases:
+            assert c.args is not None
+            calls.append((ep, c.args))
+            if alternative:
+                calls.append(("_mbpp_alternative", c.args))
+        results = run_calls(task.solution or "", calls, timeout)
+        step = 2 if alternative else 1
+        atol = float(task.metadata.get("atol") or 0)
+        for n, c in enumerate(cases):
+            res = results[n * step]
+            if not res.ok:
+                c.problem = (
+                    "reference-timeout" if res.timed_out else "reference-error",
+                    res.error or "failed",
+                )
+                continue
+            out = evalplus.not_none_output(res.value) if ep in evalplus.NOT_NONE_TASKS else res.value
+            c.expected = out
+            if ep in evalplus.ALSO_ACCEPTS:
+                c.alternatives = (evalplus.ALSO_ACCEPTS[ep],)
+            if alternative and results[n * step + 1].ok and results[n * step + 1].value != out:
+                c.alternatives = (results[n * step + 1].value,)
+            c.as_set = ep in evalplus.SET_EQ_TASKS
+            c.tolerance = evalplus.tolerance_for(out, atol)
+
+    with ThreadPoolExecutor(max_workers=workers or _workers()) as pool:
+        list(pool.map(one, jobs))
+
+
+def _workers() -> int:
+    import os
+
+    return max(1, min(16, os.cpu_count() or 2))
+
+
+# --------------------------------------------------------------------------- sanitized MBPP
+def read_mbpp(path: Path) -> list[SourceTask]:
+    """Sanitized MBPP (``text|prompt``, ``code``, ``test_list``; JSON Lines or the official JSON)."""
+    tasks: list[SourceTask] = []
+    for _lineno, rec in _records(
+        path, {"task_id": (int, str), "text|prompt": str, "code": str, "test_list": list}
+    ):
+        tid = f"Mbpp/{rec['task_id']}"
+        tests = [t for t in rec["test_list"] if isinstance(t, str)]
+        code = rec["code"]
+        meta = {"source_id": rec["task_id"]}
+        ep = next((f for f in (called_function(t) for t in tests) if f), None)
+        task = SourceTask(id=tid, entry_point=ep or "", params=(), prompt_py="", cases=[], metadata=meta)
+        found = _def_of(code, ep) if ep else None
+        if not ep or found is None:
+            task.problem = (
+                "no-entry-point",
+                f"no test calls a function defined in the code ({ep or 'no call found'})",
+            )
+            tasks.append(task)
+            continue
+        def_line, indent, params = found
+        task.params = params
+        parsed = [parse_one(t, {ep}) for t in tests]
+        for i, p in enumerate(parsed, 1):
+            case = _case_from(p, case_id("case", i), "case")
+            if p.problem is None and p.callee != ep:
+                case.problem = ("unsupported-assertion", f"calls {p.callee}, not {ep}")
+            task.cases.append(case)
+        task.prompt_py = python_prompt(def_line, indent, _pick(rec, "text|prompt"), _examples(parsed))
+        tasks.append(task)
+    return tasks
+
+
+# --------------------------------------------------------------------------- PLSQLBench
+def plsqlbench_file(path: Path) -> Path:
+    """The MBPP file of a PLSQLBench release root (or the file itself)."""
+    return path / PLSQLBENCH_FILE if path.is_dir() else path
+
+
+def read_plsqlbench(path: Path, null_safe: bool = True) -> list[SourceTask]:
+    """PLSQLBench's ``datasets/mbpp/mbpp_plsql.jsonl`` (cases from ``test_py``).
+
+    The published tests dropped the ``set()`` of the original MBPP assertions; in NULL-safe
+    mode the tasks evalplus compares as sets are compared as sets again.
+    """
+    required = {
+        "task_id": str,
+        "entry_point_py": str,
+        "prompt": str,
+        "test": str,
+        "prompt_py": str,
+        "test_py": str,
+    }
+    tasks: list[SourceTask] = []
+    for _lineno, rec in _records(plsqlbench_file(path), required):
+        ep = rec["entry_point_py"]
+        task = SourceTask(
+            id=rec["task_id"],
+            entry_point=ep,
+            params=(),
+            prompt_py=rec["prompt_py"],
+            cases=[],
+            metadata={"source_id": rec["task_id"], "type_ddl_info": rec.get("type_ddl_info") or []},
+            published_prompt=rec["prompt"],
+            published_test=rec["test"],
+        )
+        found = _def_of(rec["prompt_py"], ep)
+        if found is not None:
+            task.params = found[2]
+        try:
+            parsed = assertions_in(rec["test_py"], {"candidate"})
+        except SyntaxError as exc:
+            task.problem = ("malformed-record", f"test_py does not parse ({exc.msg})")
+            tasks.append(task)
+            continue
+        as_set = null_safe and ep in evalplus.SET_EQ_TASKS
+        for i, p in enumerate(parsed, 1):
+            task.cases.append(_case_from(p, case_id("case", i), "case", as_set=as_set))
+        tasks.append(task)
+    return tasks
