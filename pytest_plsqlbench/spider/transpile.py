@@ -211,6 +211,8 @@ def _rewrite(tree: exp.Expression) -> exp.Expression:
 def to_postgres(sql: str) -> str:
     """One Oracle query or DML statement in PostgreSQL; raises :class:`TranspileError`."""
     tree = _parse(sql.strip().rstrip(";"))
+    if not isinstance(tree, (exp.Query, exp.Insert, exp.Update, exp.Delete, exp.Merge)):
+        raise TranspileError(f"not a query or DML statement ({type(tree).__name__})")
     return _generate(_rewrite(tree))
 
 
