@@ -396,3 +396,138 @@ def test_task_baseline_change_rebuilds_the_candidate_schema(db: FakeDb) -> None:
     db.create("TYPE", "NUM_NTT", "TYPE num_ntt AS TABLE OF VARCHAR2(10)", False)  # an answer replaced it
     s.end_task()
     assert backend.rebuilt == 1
+
+
+# --------------------------------------------------------------------------- the backend's admin side
+@dataclass
+class FakeServer:
+    """Users, the fixture registry and the admin's statements, shared by two 'workers'."""
+
+    users: set[str] = field(default_factory=lambda: {"SYSTEM"})
+    registry: dict[str, dict[str, Any]] = field(default_factory=dict)
+    tables: dict[str, set[str]] = field(default_factory=dict)
+    log: list[str] = field(default_factory=list)
+
+
+class AdminCursor(Cursor):
+    def execute(self, text: str, params: Any = ()) -> None:  # noqa: C901
+        server: FakeServer = self.conn.server
+        server.log.append(text)
+        self.description, self.rows, self.warning = None, [], None
+        up = " ".join(text.upper().split())
+        values = list(params.values()) if isinstance(params, dict) else list(params)
+        if "FROM DATABASE_PROPERTIES" in up:
+            return self._result([("USERS",)], [DB.DB_TYPE_VARCHAR])
+        if up.startswith("CREATE TABLE PLSQLBENCH_FIXTURES"):
+            return None
+        m = re.match(r'CREATE USER "([^"]+)"', text)
+        if m:
+            server.users.add(m.group(1))
+            return None
+        m = re.match(r'DROP USER "([^"]+)"', text)
+        if m:
+            server.users.discard(m.group(1))
+            return None
+        if up.startswith("INSERT INTO PLSQLBENCH_FIXTURES"):
+            key = values[0]
+            if key in server.registry:
+                raise IntegrityError(SimpleNamespace(full_code="ORA-00001", message="ORA-00001: unique constraint"))
+            server.registry[key] = {"status": "owned" if key.startswith("owner:") else "new",
+                                    "owners": values[1] if len(values) > 1 else None}
+            return None
+        if up.startswith("SELECT STATUS FROM PLSQLBENCH_FIXTURES"):
+            row = server.registry.get(values[0])
+            return self._result([(row["status"],)] if row else [], [DB.DB_TYPE_VARCHAR])
+        if up.startswith("UPDATE PLSQLBENCH_FIXTURES SET STATUS = 'LOADED'"):
+            server.registry[values[1]].update(status="loaded", owners=values[0])
+            return None
+        if up.startswith("UPDATE PLSQLBENCH_FIXTURES"):
+            return None
+        if "FROM PLSQLBENCH_FIXTURES WHERE FIXTURE_KEY LIKE 'OWNER:%'" in up:
+            return self._result([(r["owners"],) for k, r in server.registry.items() if k.startswith("owner:")],
+                                [DB.DB_TYPE_VARCHAR])
+        if "FROM ALL_USERS" in up:
+            return self._result([(u,) for u in values if u in server.users], [DB.DB_TYPE_VARCHAR])
+        m = re.match(r'ALTER SESSION SET CURRENT_SCHEMA = "([^"]+)"', text)
+        if m:
+            self.conn.schema = m.group(1)
+            return None
+        m = re.match(r"CREATE TABLE (\w+)\.(\w+)", text, re.I)
+        if m:
+            assert m.group(1).upper() in server.users, "the owner must exist before its tables"
+            server.tables.setdefault(m.group(1).upper(), set()).add(m.group(2).upper())
+            return None
+        if "FROM ALL_OBJECTS WHERE OWNER = :O AND OBJECT_TYPE IN" in up:
+            return self._result([(t, "TABLE") for t in sorted(server.tables.get(values[0], ()))],
+                                [DB.DB_TYPE_VARCHAR] * 2)
+        if "FROM V$SESSION" in up or "FROM ALL_OBJECTS" in up:
+            return self._result([], [DB.DB_TYPE_VARCHAR])
+        return None
+
+
+class AdminConnection(Connection):
+    version = "23.5.0.24.7"
+
+    def __init__(self, server: FakeServer) -> None:
+        super().__init__(FakeDb())
+        self.server = server
+        self.schema = "SYSTEM"
+
+    def cursor(self) -> AdminCursor:
+        return AdminCursor(self)
+
+    def commit(self) -> None:
+        pass
+
+
+@pytest.fixture
+def server(monkeypatch: pytest.MonkeyPatch) -> FakeServer:
+    state = FakeServer()
+    driver = SimpleNamespace(Error=Error, DatabaseError=DatabaseError, IntegrityError=IntegrityError,
+                             connect=lambda **kw: AdminConnection(state), **vars(DB))
+    monkeypatch.setattr(oracle, "_driver", lambda: driver)
+    return state
+
+
+def test_owner_schemas_load_once_per_database_and_are_read_only(server: FakeServer) -> None:
+    from pathlib import Path
+
+    from pytest_plsqlbench.tasks import Fixture
+
+    shop = Fixture("yaml:shop:oracle", (Path(__file__).parent.parent / "fixtures/shop/oracle.sql").read_text(), "shop")
+    settings = Settings(subsets=(), dialect="oracle", db="dsn", dsn="admin/pw@db:1521/svc")
+    first = oracle.OracleBackend(settings, "gw0")
+    first.start()
+    first.ensure_fixtures([shop])
+    assert "SHOP" in server.users and server.tables["SHOP"] == {"CUSTOMERS", "PRODUCTS", "ORDERS", "ORDER_ITEMS"}
+    assert server.registry["yaml:shop:oracle"] == {"status": "loaded", "owners": "SHOP"}
+    assert 'CREATE USER "SHOP" NO AUTHENTICATION DEFAULT TABLESPACE "USERS" QUOTA UNLIMITED ON "USERS"' in server.log
+    grants = [s for s in server.log if s.startswith("GRANT SELECT")]
+    assert grants and all(s.endswith(f'TO "{first.candidate}"') for s in grants)
+    assert not any(s.startswith(("GRANT INSERT", "GRANT UPDATE", "GRANT DELETE", "GRANT ALL")) for s in server.log)
+
+    server.log.clear()
+    second = oracle.OracleBackend(settings, "gw1")  # another worker on the same database
+    second.start()
+    second.ensure_fixtures([shop])
+    assert not any(s.startswith('CREATE USER "SHOP"') for s in server.log)
+    assert not any(s.upper().startswith("CREATE TABLE SHOP.") for s in server.log)
+    assert any(s.endswith(f'TO "{second.candidate}"') for s in server.log if s.startswith("GRANT SELECT"))
+
+    second.stop()
+    first.stop()
+    assert first.candidate not in server.users and second.candidate not in server.users
+    assert "SHOP" in server.users  # kept for the next run, listed in PLSQLBENCH_FIXTURES
+
+
+def test_a_schema_the_harness_did_not_create_is_never_dropped(server: FakeServer) -> None:
+    from pytest_plsqlbench.errors import UsageError
+    from pytest_plsqlbench.tasks import Fixture
+
+    server.users.add("SHOP")  # somebody's real schema
+    backend = oracle.OracleBackend(Settings(subsets=(), dialect="oracle", db="dsn", dsn="admin/pw@db/svc"), "gw0")
+    backend.start()
+    with pytest.raises(UsageError, match="SHOP already exist in the database and were not created by pytest-plsqlbench"):
+        backend.ensure_fixtures([Fixture("k", "CREATE TABLE shop.t (a NUMBER);\n", "shop")])
+    assert not any(s.startswith('DROP USER "SHOP"') for s in server.log)
+    backend.stop()

@@ -871,6 +871,9 @@ class OracleBackend(Backend):
         owners, owned, candidate = partition_fixture(fixture.script)
         if owned:
             with self._database_lock(fixture.key) as status:
+                if status == "loaded" and self._missing_users(owners):
+                    log.warning("fixture %s is registered as loaded but its schemas are gone; reloading", fixture.key)
+                    status = None
                 if status != "loaded":
                     self._load_owners(fixture, owners, owned)
                     status_row = ",".join(owners)
@@ -919,9 +922,7 @@ class OracleBackend(Backend):
 
     def _load_owners(self, fixture: Fixture, owners: list[str], owned: list[tuple[str | None, Statement]]) -> None:
         ours = self._harness_owners()
-        existing = {r[0] for r in self._admin_sql(
-            "SELECT username FROM all_users WHERE username IN (" + ", ".join(f":{i}" for i in range(len(owners))) + ")",
-            owners)}
+        existing = set(owners) - set(self._missing_users(owners))
         foreign = sorted(existing - ours)
         if foreign:
             raise UsageError(
@@ -949,6 +950,11 @@ class OracleBackend(Backend):
         log.info("loading fixture %s into %s", fixture.key, ", ".join(owners))
         for owner in owners:
             self._run_as(owner, by_owner.get(owner, []), fixture.key)
+
+    def _missing_users(self, names: Sequence[str]) -> list[str]:
+        binds = ", ".join(f":{i}" for i in range(len(names)))
+        found = {r[0] for r in self._admin_sql(f"SELECT username FROM all_users WHERE username IN ({binds})", list(names))}
+        return [n for n in names if n not in found]
 
     def _harness_owners(self) -> set[str]:
         """Schemas pytest-plsqlbench created in this database (it may drop and reload them)."""
