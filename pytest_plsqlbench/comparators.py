@@ -113,7 +113,9 @@ def _matches(exp_keys: list[tuple[object, ...]], act_keys: list[tuple[object, ..
     return exp_keys == act_keys if ordered else Counter(exp_keys) == Counter(act_keys)
 
 
-def compare_rows(expected: Sequence[str], actual: Sequence[str], options: Mapping[str, Any]) -> tuple[bool, str]:
+def compare_rows(
+    expected: Sequence[str], actual: Sequence[str], options: Mapping[str, Any]
+) -> tuple[bool, str]:
     """Gold rows vs printed lines under the Spider output rules (strict; see module doc).
 
     ``expected`` rows carry the gold values comma-joined (as the backend formats them);

@@ -54,7 +54,8 @@ SQLPLUS_COMMANDS = frozenset(
 SQL_SET_WORDS = frozenset({"TRANSACTION", "ROLE", "CONSTRAINT", "CONSTRAINTS"})
 PLSQL_CREATE_OBJECTS = frozenset({"FUNCTION", "PROCEDURE", "PACKAGE", "TYPE", "TRIGGER", "LIBRARY", "JAVA"})
 CREATE_MODIFIERS = frozenset(
-    {"OR", "REPLACE", "EDITIONABLE", "NONEDITIONABLE", "EDITIONING", "FORCE", "NOFORCE", "AND", "COMPILE", "RESOLVE"}
+    {"OR", "REPLACE", "EDITIONABLE", "NONEDITIONABLE", "EDITIONING", "FORCE", "NOFORCE", "AND", "COMPILE",
+     "RESOLVE"}
 )
 #: ``q'<delim>...<delim>'`` literals (Oracle alternative quoting); the closing delimiter of
 #: a bracket is its partner.

@@ -76,10 +76,14 @@ def _insert(table: str, rows: list[str]) -> str:
 
 def write_release(sample: Path, dest: Path, with_rows: bool = True) -> Path:
     """A release folder at ``dest``: the sample's task files and our own schema for its DB."""
-    for rel in ("datasets/spider/spider1.jsonl", "datasets/spider2_st/spider2_st.jsonl",
-                "datasets/spider2_mt/spider2_mt.jsonl", "metadata/spider2_st_metadata.jsonl",
-                "metadata/spider2_mt_metadata.jsonl",
-                "schema/spider2_plsql/snowflake_sqlite/OUTPUT_DDL_dev.jsonl"):
+    for rel in (
+        "datasets/spider/spider1.jsonl",
+        "datasets/spider2_st/spider2_st.jsonl",
+        "datasets/spider2_mt/spider2_mt.jsonl",
+        "metadata/spider2_st_metadata.jsonl",
+        "metadata/spider2_mt_metadata.jsonl",
+        "schema/spider2_plsql/snowflake_sqlite/OUTPUT_DDL_dev.jsonl",
+    ):
         (dest / rel).parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(sample / rel, dest / rel)
     schema = dest / "schema" / "spider"
@@ -89,7 +93,13 @@ def write_release(sample: Path, dest: Path, with_rows: bool = True) -> Path:
     tables = {}
     if with_rows:
         for name, rows in ROWS.items():
-            tables[name.title()] = {"insert_statements": [_insert(name, rows)], "source_table": name.title(),
-                                    "source_database": "cre_Doc_Template_Mgt", "total_rows": len(rows)}
-    (schema / "spider_dml.json").write_text(json.dumps({"metadata": {"note": "written by tests"}, "tables": tables}))
+            tables[name.title()] = {
+                "insert_statements": [_insert(name, rows)],
+                "source_table": name.title(),
+                "source_database": "cre_Doc_Template_Mgt",
+                "total_rows": len(rows),
+            }
+    (schema / "spider_dml.json").write_text(
+        json.dumps({"metadata": {"note": "written by tests"}, "tables": tables})
+    )
     return dest

@@ -45,26 +45,50 @@ SKIP_REASON = "no Oracle reachable: set PLSQL_ORACLE_DSN or run Docker"
 @pytest.mark.parametrize(
     ("message", "phase", "want", "code"),
     [
-        ("ORA-06550: line 1, column 7:\nPLS-00201: identifier 'SF_TOTAL' must be declared\nORA-06550: line 1, column 7:\n"
-         "PL/SQL: Statement ignored", "test", outcomes.INTERFACE, "PLS-00201"),
-        ("ORA-06550: line 1, column 7:\nPLS-00306: wrong number or types of arguments in call to 'F'", "test",
-         outcomes.INTERFACE, "PLS-00306"),
-        ("ORA-06550: line 1, column 7:\nPLS-00905: object CAND.F is invalid", "test", outcomes.INVALID_ARTIFACT, "PLS-00905"),
+        (
+            "ORA-06550: line 1, column 7:\nPLS-00201: identifier 'SF_TOTAL' must be declared\nORA-06550: line 1, column 7:\n"
+            "PL/SQL: Statement ignored",
+            "test",
+            outcomes.INTERFACE,
+            "PLS-00201",
+        ),
+        (
+            "ORA-06550: line 1, column 7:\nPLS-00306: wrong number or types of arguments in call to 'F'",
+            "test",
+            outcomes.INTERFACE,
+            "PLS-00306",
+        ),
+        (
+            "ORA-06550: line 1, column 7:\nPLS-00905: object CAND.F is invalid",
+            "test",
+            outcomes.INVALID_ARTIFACT,
+            "PLS-00905",
+        ),
         ("ORA-00942: table or view does not exist", "test", outcomes.INTERFACE, "ORA-00942"),
-        ("ORA-00904: \"TOTALS\": invalid identifier", "install", outcomes.INTERFACE, "ORA-00904"),
+        ('ORA-00904: "TOTALS": invalid identifier', "install", outcomes.INTERFACE, "ORA-00904"),
         ("ORA-20001: case-2 failed\nORA-06512: at line 3", "test", outcomes.WRONG_OUTPUT, "ORA-20001"),
-        ("ORA-01403: no data found\nORA-06512: at \"CAND.F\", line 5", "test", outcomes.WRONG_OUTPUT, "ORA-01403"),
+        (
+            'ORA-01403: no data found\nORA-06512: at "CAND.F", line 5',
+            "test",
+            outcomes.WRONG_OUTPUT,
+            "ORA-01403",
+        ),
         ("ORA-01476: divisor is equal to zero", "test", outcomes.WRONG_OUTPUT, "ORA-01476"),
         ("ORA-00933: SQL command not properly ended", "test", outcomes.INVALID_ARTIFACT, "ORA-00933"),
         ("ORA-00900: invalid SQL statement", "install", outcomes.INVALID_ARTIFACT, "ORA-00900"),
         ("ORA-01031: insufficient privileges", "test", outcomes.UNSAFE, "ORA-01031"),
         ("DPY-4024: call timeout of 10000 ms exceeded", "test", outcomes.TIMEOUT, "DPY-4024"),
         ("ORA-01013: user requested cancel of current operation", "test", outcomes.TIMEOUT, "ORA-01013"),
-        ("DPY-4011: the database or network closed the connection", "test", outcomes.INFRASTRUCTURE, "DPY-4011"),
+        (
+            "DPY-4011: the database or network closed the connection",
+            "test",
+            outcomes.INFRASTRUCTURE,
+            "DPY-4011",
+        ),
         ("ORA-03113: end-of-file on communication channel", "install", outcomes.INFRASTRUCTURE, "ORA-03113"),
-        ("ORA-04063: package body \"CAND.PKG\" has errors", "test", outcomes.INVALID_ARTIFACT, "ORA-04063"),
+        ('ORA-04063: package body "CAND.PKG" has errors', "test", outcomes.INVALID_ARTIFACT, "ORA-04063"),
         ("ORA-06502: PL/SQL: numeric or value error", "install", outcomes.INVALID_ARTIFACT, "ORA-06502"),
-        ("PLS-00103: Encountered the symbol \"END\"", "install", outcomes.INVALID_ARTIFACT, "PLS-00103"),
+        ('PLS-00103: Encountered the symbol "END"', "install", outcomes.INVALID_ARTIFACT, "PLS-00103"),
         ("something without a code", "test", outcomes.WRONG_OUTPUT, None),
         ("something without a code", "install", outcomes.INVALID_ARTIFACT, None),
     ],
@@ -83,7 +107,9 @@ def test_error_codes_keep_order_and_pad() -> None:
 def test_parse_dsn_forms() -> None:
     ez = parse_dsn("admin/s3cr@t@myhost:1521/FREEPDB1")
     assert (ez.user, ez.password, ez.dsn, dict(ez.params)) == ("admin", "s3cr@t", "myhost:1521/FREEPDB1", {})
-    url = parse_dsn("oracle://admin:p%40ss@db.example:1522/svc?config_dir=/w&wallet_location=/w&wallet_password=x")
+    url = parse_dsn(
+        "oracle://admin:p%40ss@db.example:1522/svc?config_dir=/w&wallet_location=/w&wallet_password=x"
+    )
     assert (url.user, url.password, url.dsn) == ("admin", "p@ss", "db.example:1522/svc")
     assert url.params == {"config_dir": "/w", "wallet_location": "/w", "wallet_password": "x"}
     sa = parse_dsn("oracle+oracledb://system:pw@localhost:1521/?service_name=FREEPDB1")
@@ -119,12 +145,17 @@ def test_smoke_shop_fixture_is_all_owner_statements() -> None:
 
 
 def test_unqualified_fixture_objects_go_to_the_candidate_schema() -> None:
-    script = ("CREATE OR REPLACE TYPE num_ntt AS TABLE OF NUMBER;\n/\n"
-              "CREATE TABLE \"Mixed\".t (a NUMBER);\nINSERT INTO \"Mixed\".t VALUES (1);\nCOMMIT;\n"
-              "CREATE TABLE helper (a NUMBER);\n")
+    script = (
+        "CREATE OR REPLACE TYPE num_ntt AS TABLE OF NUMBER;\n/\n"
+        'CREATE TABLE "Mixed".t (a NUMBER);\nINSERT INTO "Mixed".t VALUES (1);\nCOMMIT;\n'
+        "CREATE TABLE helper (a NUMBER);\n"
+    )
     owners, owned, candidate = partition_fixture(script)
     assert owners == ["Mixed"]
-    assert [s.text.split("(")[0].strip() for _, s in owned] == ['CREATE TABLE "Mixed".t', 'INSERT INTO "Mixed".t VALUES']
+    assert [s.text.split("(")[0].strip() for _, s in owned] == [
+        'CREATE TABLE "Mixed".t',
+        'INSERT INTO "Mixed".t VALUES',
+    ]
     assert [s.first_word for s in candidate] == ["CREATE", "CREATE"]
 
 
@@ -142,11 +173,20 @@ def test_spider_fixture_partitions_by_owner(plsqlbench_sample: Path) -> None:
 
 # --------------------------------------------------------------------------- janitor
 def test_janitor_drops_dependents_first_and_skips_owned_parts() -> None:
-    stmts = janitor_statements([
-        ("T_OBJ", "TYPE"), ("T_OBJ", "TYPE BODY"), ("PKG", "PACKAGE BODY"), ("PKG", "PACKAGE"),
-        ("SYS_LOB0001C00002$$", "LOB"), ("ITEMS", "TABLE"), ("V_ITEMS", "VIEW"), ("TRG", "TRIGGER"),
-        ("odd\"name", "FUNCTION"), ("SEQ", "SEQUENCE"),
-    ])
+    stmts = janitor_statements(
+        [
+            ("T_OBJ", "TYPE"),
+            ("T_OBJ", "TYPE BODY"),
+            ("PKG", "PACKAGE BODY"),
+            ("PKG", "PACKAGE"),
+            ("SYS_LOB0001C00002$$", "LOB"),
+            ("ITEMS", "TABLE"),
+            ("V_ITEMS", "VIEW"),
+            ("TRG", "TRIGGER"),
+            ('odd"name', "FUNCTION"),
+            ("SEQ", "SEQUENCE"),
+        ]
+    )
     assert stmts == [
         'DROP TRIGGER "TRG"',
         'DROP VIEW "V_ITEMS" CASCADE CONSTRAINTS',
@@ -171,7 +211,9 @@ def test_snapshot_diff_and_restore() -> None:
         ("T", "TABLE"): ObjectState(3, t0, "VALID"),
     }
     after = {
-        ("F", "FUNCTION"): ObjectState(1, t0 + dt.timedelta(seconds=1), "INVALID", "FUNCTION f RETURN NUMBER IS BEGIN x; END;"),
+        ("F", "FUNCTION"): ObjectState(
+            1, t0 + dt.timedelta(seconds=1), "INVALID", "FUNCTION f RETURN NUMBER IS BEGIN x; END;"
+        ),
         ("PKG", "PACKAGE"): before[("PKG", "PACKAGE")],
         ("NEW_P", "PROCEDURE"): ObjectState(9, t0, "VALID", "PROCEDURE new_p IS BEGIN NULL; END;"),
     }
@@ -185,7 +227,11 @@ def test_snapshot_diff_and_restore() -> None:
 
 def test_created_unit_names_what_user_errors_lists() -> None:
     assert created_unit("create or replace package body pkg_x is ...") == ("PACKAGE BODY", "PKG_X", None)
-    assert created_unit('CREATE OR REPLACE EDITIONABLE FUNCTION "MixedF" RETURN NUMBER') == ("FUNCTION", "MixedF", None)
+    assert created_unit('CREATE OR REPLACE EDITIONABLE FUNCTION "MixedF" RETURN NUMBER') == (
+        "FUNCTION",
+        "MixedF",
+        None,
+    )
     assert created_unit("CREATE TYPE cand.t_obj AS OBJECT (a NUMBER);") == ("TYPE", "T_OBJ", "CAND")
     assert created_unit("CREATE OR REPLACE FORCE VIEW v AS SELECT 1 a FROM dual") == ("VIEW", "V", None)
     assert created_unit("CREATE TABLE t (a NUMBER)") is None
@@ -286,21 +332,27 @@ def test_schema_load_is_read_only_and_once(backend: OracleBackend) -> None:
     try:
         rows = s.run("SELECT COUNT(*), MIN(signup_date) FROM shop.customers;", isolated=True, phase="test")
         assert rows.ok and rows.lines == ["5,2024-01-15"]
-        write = s.run("INSERT INTO shop.customers VALUES (9, 'x', 'y', SYSDATE);", isolated=True, phase="test")
+        write = s.run(
+            "INSERT INTO shop.customers VALUES (9, 'x', 'y', SYSDATE);", isolated=True, phase="test"
+        )
         assert not write.ok and write.error.failure_class in (outcomes.UNSAFE, outcomes.INTERFACE)
     finally:
         s.end_task()
-    registry = backend._admin_sql("SELECT status FROM plsqlbench_fixtures WHERE fixture_key = :k", ["test:shop:oracle"])
+    registry = backend._admin_sql(
+        "SELECT status FROM plsqlbench_fixtures WHERE fixture_key = :k", ["test:shop:oracle"]
+    )
     assert registry == [("loaded",)]
 
 
 @needs_oracle
 @pytest.mark.oracle
 def test_dbms_output_and_rows_in_order(session) -> None:  # noqa: ANN001
-    script = ("SET SERVEROUTPUT ON\nBEGIN\n  DBMS_OUTPUT.PUT_LINE('one');\n  DBMS_OUTPUT.PUT_LINE(NULL);\n"
-              "  DBMS_OUTPUT.PUT('a'); DBMS_OUTPUT.PUT_LINE('b');\nEND;\n/\n"
-              "SELECT 'x' c, DATE '2024-02-03' d, TIMESTAMP '2024-02-03 04:05:06' t, NULL n, 0.5 h FROM dual;\n"
-              "SET SERVEROUTPUT OFF\nEXEC DBMS_OUTPUT.PUT_LINE('hidden');\n")
+    script = (
+        "SET SERVEROUTPUT ON\nBEGIN\n  DBMS_OUTPUT.PUT_LINE('one');\n  DBMS_OUTPUT.PUT_LINE(NULL);\n"
+        "  DBMS_OUTPUT.PUT('a'); DBMS_OUTPUT.PUT_LINE('b');\nEND;\n/\n"
+        "SELECT 'x' c, DATE '2024-02-03' d, TIMESTAMP '2024-02-03 04:05:06' t, NULL n, 0.5 h FROM dual;\n"
+        "SET SERVEROUTPUT OFF\nEXEC DBMS_OUTPUT.PUT_LINE('hidden');\n"
+    )
     result = session.run(script, isolated=True, phase="test")
     assert result.ok, result.error
     assert result.lines == ["one", "", "ab", "x,2024-02-03,2024-02-03 04:05:06,,0.5"]
@@ -309,19 +361,30 @@ def test_dbms_output_and_rows_in_order(session) -> None:  # noqa: ANN001
 @needs_oracle
 @pytest.mark.oracle
 def test_output_is_capped(session) -> None:  # noqa: ANN001
-    result = session.run("BEGIN FOR i IN 1..500 LOOP DBMS_OUTPUT.PUT_LINE(RPAD('x', 50, 'x')); END LOOP; END;\n/",
-                         isolated=True, phase="test")
+    result = session.run(
+        "BEGIN FOR i IN 1..500 LOOP DBMS_OUTPUT.PUT_LINE(RPAD('x', 50, 'x')); END LOOP; END;\n/",
+        isolated=True,
+        phase="test",
+    )
     assert result.truncated and result.lines[-1] == "<output truncated at 2000 characters>"
 
 
 @needs_oracle
 @pytest.mark.oracle
 def test_compile_errors_are_invalid_artifacts_or_interface(session) -> None:  # noqa: ANN001
-    syntax = session.run("CREATE OR REPLACE FUNCTION f RETURN NUMBER IS BEGIN RETURN 1 END;\n/", isolated=False, phase="install")
+    syntax = session.run(
+        "CREATE OR REPLACE FUNCTION f RETURN NUMBER IS BEGIN RETURN 1 END;\n/",
+        isolated=False,
+        phase="install",
+    )
     assert syntax.error is not None and syntax.error.failure_class == outcomes.INVALID_ARTIFACT
     assert syntax.error.code and syntax.error.code.startswith("PLS-")
-    grounding = session.run("CREATE OR REPLACE FUNCTION g RETURN NUMBER IS n NUMBER; BEGIN SELECT COUNT(*) INTO n "
-                            "FROM no_such_table; RETURN n; END;\n/", isolated=False, phase="install")
+    grounding = session.run(
+        "CREATE OR REPLACE FUNCTION g RETURN NUMBER IS n NUMBER; BEGIN SELECT COUNT(*) INTO n "
+        "FROM no_such_table; RETURN n; END;\n/",
+        isolated=False,
+        phase="install",
+    )
     assert grounding.error is not None and grounding.error.failure_class == outcomes.INTERFACE
     assert grounding.error.code == "ORA-00942"
 
@@ -329,14 +392,20 @@ def test_compile_errors_are_invalid_artifacts_or_interface(session) -> None:  # 
 @needs_oracle
 @pytest.mark.oracle
 def test_error_classes_at_test_time(session) -> None:  # noqa: ANN001
-    install = session.run("CREATE OR REPLACE FUNCTION add1(x IN NUMBER) RETURN NUMBER IS BEGIN RETURN x + 1; END;\n/\n"
-                          "CREATE OR REPLACE PACKAGE pkg IS FUNCTION f RETURN NUMBER; END;\n/",
-                          isolated=False, phase="install")
+    install = session.run(
+        "CREATE OR REPLACE FUNCTION add1(x IN NUMBER) RETURN NUMBER IS BEGIN RETURN x + 1; END;\n/\n"
+        "CREATE OR REPLACE PACKAGE pkg IS FUNCTION f RETURN NUMBER; END;\n/",
+        isolated=False,
+        phase="install",
+    )
     assert install.ok, install.error
     cases = {
         "BEGIN DBMS_OUTPUT.PUT_LINE(missing_fn(1)); END;\n/": (outcomes.INTERFACE, "PLS-00201"),
         "BEGIN DBMS_OUTPUT.PUT_LINE(add1(1, 2)); END;\n/": (outcomes.INTERFACE, "PLS-00306"),
-        "BEGIN DBMS_OUTPUT.PUT_LINE(pkg.f); END;\n/": (outcomes.INVALID_ARTIFACT, None),  # no body: ORA-04067/06508
+        "BEGIN DBMS_OUTPUT.PUT_LINE(pkg.f); END;\n/": (
+            outcomes.INVALID_ARTIFACT,
+            None,
+        ),  # no body: ORA-04067/06508
         "BEGIN RAISE_APPLICATION_ERROR(-20001, 'case failed'); END;\n/": (outcomes.WRONG_OUTPUT, "ORA-20001"),
         "SELECT 1/0 FROM dual;": (outcomes.WRONG_OUTPUT, "ORA-01476"),
         "SELECT nope FROM dual;": (outcomes.INTERFACE, "ORA-00904"),
@@ -355,12 +424,17 @@ def test_error_classes_at_test_time(session) -> None:  # noqa: ANN001
 def test_janitor_drops_what_answers_create(backend: OracleBackend) -> None:
     s = backend.session()
     s.begin_task()
-    s.run("CREATE TABLE scratch_t (a NUMBER);\nCREATE OR REPLACE TYPE t_obj AS OBJECT (a NUMBER);\n/\n"
-          "CREATE OR REPLACE PACKAGE p IS PROCEDURE x; END;\n/\nCREATE OR REPLACE PACKAGE BODY p IS PROCEDURE x IS "
-          "BEGIN NULL; END; END;\n/\nCREATE SEQUENCE s1;\nCREATE VIEW v1 AS SELECT a FROM scratch_t;",
-          isolated=False, phase="install")
+    s.run(
+        "CREATE TABLE scratch_t (a NUMBER);\nCREATE OR REPLACE TYPE t_obj AS OBJECT (a NUMBER);\n/\n"
+        "CREATE OR REPLACE PACKAGE p IS PROCEDURE x; END;\n/\nCREATE OR REPLACE PACKAGE BODY p IS PROCEDURE x IS "
+        "BEGIN NULL; END; END;\n/\nCREATE SEQUENCE s1;\nCREATE VIEW v1 AS SELECT a FROM scratch_t;",
+        isolated=False,
+        phase="install",
+    )
     assert len(backend.candidate_objects()) >= 6
-    test = s.run("BEGIN EXECUTE IMMEDIATE 'CREATE TABLE made_by_test (a NUMBER)'; END;\n/", isolated=True, phase="test")
+    test = s.run(
+        "BEGIN EXECUTE IMMEDIATE 'CREATE TABLE made_by_test (a NUMBER)'; END;\n/", isolated=True, phase="test"
+    )
     assert test.ok and ("MADE_BY_TEST", "TABLE") not in backend.candidate_objects()
     s.end_task()
     assert backend.candidate_objects() == []
@@ -369,11 +443,17 @@ def test_janitor_drops_what_answers_create(backend: OracleBackend) -> None:
 @needs_oracle
 @pytest.mark.oracle
 def test_failed_install_restores_the_earlier_turn(session, backend: OracleBackend) -> None:  # noqa: ANN001
-    first = session.run("CREATE OR REPLACE FUNCTION turn_f RETURN NUMBER IS BEGIN RETURN 1; END;\n/",
-                        isolated=False, phase="install")
+    first = session.run(
+        "CREATE OR REPLACE FUNCTION turn_f RETURN NUMBER IS BEGIN RETURN 1; END;\n/",
+        isolated=False,
+        phase="install",
+    )
     assert first.ok
-    broken = session.run("CREATE OR REPLACE FUNCTION turn_f RETURN NUMBER IS BEGIN RETURN; END;\n/\n",
-                         isolated=False, phase="install")
+    broken = session.run(
+        "CREATE OR REPLACE FUNCTION turn_f RETURN NUMBER IS BEGIN RETURN; END;\n/\n",
+        isolated=False,
+        phase="install",
+    )
     assert broken.error is not None
     check = session.run("SELECT turn_f FROM dual;", isolated=True, phase="test")
     assert check.ok and check.lines == ["1"]
@@ -403,7 +483,14 @@ def test_timeout_then_the_session_still_works(backend: OracleBackend) -> None:
 @pytest.mark.slow
 def test_smoke_subset_passes_with_reference_answers(pytester: pytest.Pytester) -> None:
     """End to end: the smoke subset's Oracle reference answers pass on this Oracle."""
-    args = ["--subset", "smoke", "--plsql-dialect=oracle", "--plsql-model=reference", "-p", "no:cacheprovider"]
+    args = [
+        "--subset",
+        "smoke",
+        "--plsql-dialect=oracle",
+        "--plsql-model=reference",
+        "-p",
+        "no:cacheprovider",
+    ]
     if os.environ.get("PLSQL_ORACLE_DSN"):
         args.append(f"--plsql-dsn={os.environ['PLSQL_ORACLE_DSN']}")
     result = pytester.runpytest_subprocess(*args)

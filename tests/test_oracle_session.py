@@ -30,9 +30,22 @@ class DbType:
         self.name = name
 
 
-DB = SimpleNamespace(**{n: DbType(n) for n in (
-    "DB_TYPE_NUMBER", "DB_TYPE_CLOB", "DB_TYPE_NCLOB", "DB_TYPE_BLOB", "DB_TYPE_LONG", "DB_TYPE_LONG_RAW",
-    "DB_TYPE_DATE", "DB_TYPE_TIMESTAMP", "DB_TYPE_VARCHAR")})
+DB = SimpleNamespace(
+    **{
+        n: DbType(n)
+        for n in (
+            "DB_TYPE_NUMBER",
+            "DB_TYPE_CLOB",
+            "DB_TYPE_NCLOB",
+            "DB_TYPE_BLOB",
+            "DB_TYPE_LONG",
+            "DB_TYPE_LONG_RAW",
+            "DB_TYPE_DATE",
+            "DB_TYPE_TIMESTAMP",
+            "DB_TYPE_VARCHAR",
+        )
+    }
+)
 
 
 class Error(Exception):
@@ -75,10 +88,11 @@ class FakeDb:
     def create(self, kind: str, name: str, source: str | None, broken: bool) -> None:
         self.next_id += 1
         old = self.objects.get((name, kind))
-        self.objects[(name, kind)] = Obj(old.oid if old else self.next_id, self.next_id,
-                                         "INVALID" if broken else "VALID", source)
+        self.objects[(name, kind)] = Obj(
+            old.oid if old else self.next_id, self.next_id, "INVALID" if broken else "VALID", source
+        )
         if broken:
-            self.errors[(name, kind)] = [(1, 10, "PLS-00103: Encountered the symbol \"END\"", "ERROR")]
+            self.errors[(name, kind)] = [(1, 10, 'PLS-00103: Encountered the symbol "END"', "ERROR")]
         else:
             self.errors.pop((name, kind), None)
 
@@ -163,10 +177,12 @@ class Cursor:
             return self._result(rows, [DB.DB_TYPE_VARCHAR] * 3)
         if "FROM ALL_ERRORS" in up:
             rows = db.errors.get((params["n"], params["t"]), [])
-            return self._result(rows, [DB.DB_TYPE_NUMBER, DB.DB_TYPE_NUMBER, DB.DB_TYPE_VARCHAR, DB.DB_TYPE_VARCHAR])
+            return self._result(
+                rows, [DB.DB_TYPE_NUMBER, DB.DB_TYPE_NUMBER, DB.DB_TYPE_VARCHAR, DB.DB_TYPE_VARCHAR]
+            )
         m = re.match(r"CREATE OR REPLACE (FUNCTION|PROCEDURE|PACKAGE BODY|PACKAGE) (\w+)", text, re.I)
         if m:
-            source = text[len("CREATE OR REPLACE "):]
+            source = text[len("CREATE OR REPLACE ") :]
             broken = "BROKEN" in up
             db.create(m.group(1).upper(), m.group(2).upper(), source, broken)
             if broken:
@@ -194,7 +210,14 @@ class Cursor:
                 return self._result([(decimal.Decimal(m.group(1)),)], [DB.DB_TYPE_NUMBER])
             if "ROWS" in up:
                 return self._result(
-                    [(decimal.Decimal("0.50"), dt.datetime(2024, 2, 3, 4, 5, 6), dt.datetime(2024, 2, 3, 4, 5, 6), None)],
+                    [
+                        (
+                            decimal.Decimal("0.50"),
+                            dt.datetime(2024, 2, 3, 4, 5, 6),
+                            dt.datetime(2024, 2, 3, 4, 5, 6),
+                            None,
+                        )
+                    ],
                     [DB.DB_TYPE_NUMBER, DB.DB_TYPE_DATE, DB.DB_TYPE_TIMESTAMP, DB.DB_TYPE_VARCHAR],
                 )
             return self._result([], [DB.DB_TYPE_VARCHAR])
@@ -213,7 +236,9 @@ class Cursor:
             if m:
                 raise ora(f"ORA-{m.group(1)}", m.group(2))
             if "MISSING_FN" in up:
-                raise ora("ORA-06550", "line 1, column 28:\nPLS-00201: identifier 'MISSING_FN' must be declared")
+                raise ora(
+                    "ORA-06550", "line 1, column 28:\nPLS-00201: identifier 'MISSING_FN' must be declared"
+                )
             return None
         return None
 
@@ -273,8 +298,13 @@ class FakeBackend:
 @pytest.fixture
 def db(monkeypatch: pytest.MonkeyPatch) -> FakeDb:
     state = FakeDb()
-    driver = SimpleNamespace(Error=Error, DatabaseError=DatabaseError, IntegrityError=IntegrityError,
-                             connect=lambda **kw: Connection(state), **vars(DB))
+    driver = SimpleNamespace(
+        Error=Error,
+        DatabaseError=DatabaseError,
+        IntegrityError=IntegrityError,
+        connect=lambda **kw: Connection(state),
+        **vars(DB),
+    )
     monkeypatch.setattr(oracle, "_driver", lambda: driver)
     return state
 
@@ -287,23 +317,34 @@ def make_session(db: FakeDb, **settings: Any) -> oracle.OracleSession:
 
 def test_rows_then_output_in_statement_order(db: FakeDb) -> None:
     s = make_session(db)
-    result = s.run("SET SERVEROUTPUT ON\nBEGIN DBMS_OUTPUT.PUT_LINE('first'); END;\n/\nSELECT 7 FROM dual;\n"
-                   "SELECT rows FROM t;\n", isolated=True, phase="test")
+    result = s.run(
+        "SET SERVEROUTPUT ON\nBEGIN DBMS_OUTPUT.PUT_LINE('first'); END;\n/\nSELECT 7 FROM dual;\n"
+        "SELECT rows FROM t;\n",
+        isolated=True,
+        phase="test",
+    )
     assert result.ok
     assert result.lines == ["first", "7", "printed by a function", "0.5,2024-02-03,2024-02-03 04:05:06,"]
 
 
 def test_serveroutput_off_discards_output(db: FakeDb) -> None:
     s = make_session(db)
-    result = s.run("SET SERVEROUTPUT OFF\nEXEC DBMS_OUTPUT.PUT_LINE('hidden');\nSET SERVEROUTPUT ON\n"
-                   "EXEC DBMS_OUTPUT.PUT_LINE('shown');\n", isolated=True, phase="test")
+    result = s.run(
+        "SET SERVEROUTPUT OFF\nEXEC DBMS_OUTPUT.PUT_LINE('hidden');\nSET SERVEROUTPUT ON\n"
+        "EXEC DBMS_OUTPUT.PUT_LINE('shown');\n",
+        isolated=True,
+        phase="test",
+    )
     assert result.lines == ["shown"] and db.output == []
 
 
 def test_output_cap(db: FakeDb) -> None:
     s = make_session(db, max_output=10)
-    result = s.run("BEGIN " + " ".join(f"DBMS_OUTPUT.PUT_LINE('line{i}');" for i in range(5)) + " END;\n/",
-                   isolated=True, phase="test")
+    result = s.run(
+        "BEGIN " + " ".join(f"DBMS_OUTPUT.PUT_LINE('line{i}');" for i in range(5)) + " END;\n/",
+        isolated=True,
+        phase="test",
+    )
     assert result.truncated and result.lines == ["line0", "line", "<output truncated at 10 characters>"]
 
 
@@ -315,8 +356,11 @@ def test_leftover_output_is_not_the_next_scripts(db: FakeDb) -> None:
 
 def test_compile_errors_come_from_all_errors(db: FakeDb) -> None:
     s = make_session(db)
-    result = s.run("CREATE OR REPLACE FUNCTION f_broken RETURN NUMBER IS BEGIN RETURN 1 END;\n/", isolated=False,
-                   phase="install")
+    result = s.run(
+        "CREATE OR REPLACE FUNCTION f_broken RETURN NUMBER IS BEGIN RETURN 1 END;\n/",
+        isolated=False,
+        phase="install",
+    )
     assert result.error is not None
     assert (result.error.failure_class, result.error.code) == (outcomes.INVALID_ARTIFACT, "PLS-00103")
     assert "FUNCTION F_BROKEN has compilation errors" in result.error.message
@@ -338,8 +382,12 @@ def test_error_classes_reach_the_outcome(db: FakeDb) -> None:
 
 def test_error_stops_the_script_but_keeps_earlier_output(db: FakeDb) -> None:
     s = make_session(db)
-    result = s.run("BEGIN DBMS_OUTPUT.PUT_LINE('before'); RAISE_APPLICATION_ERROR(-20002, 'x'); END;\n/\n"
-                   "EXEC DBMS_OUTPUT.PUT_LINE('never');\n", isolated=True, phase="test")
+    result = s.run(
+        "BEGIN DBMS_OUTPUT.PUT_LINE('before'); RAISE_APPLICATION_ERROR(-20002, 'x'); END;\n/\n"
+        "EXEC DBMS_OUTPUT.PUT_LINE('never');\n",
+        isolated=True,
+        phase="test",
+    )
     assert result.lines == ["before"] and result.error is not None and result.error.line == 1
 
 
@@ -354,7 +402,9 @@ def test_timeout_ends_the_server_session_and_reconnects(db: FakeDb) -> None:
 
 def test_package_state_error_is_retried_once(db: FakeDb) -> None:
     s = make_session(db)
-    result = s.run("BEGIN pkg_stateful.run; DBMS_OUTPUT.PUT_LINE('ran'); END;\n/", isolated=True, phase="test")
+    result = s.run(
+        "BEGIN pkg_stateful.run; DBMS_OUTPUT.PUT_LINE('ran'); END;\n/", isolated=True, phase="test"
+    )
     assert result.ok and result.lines == ["ran"]
 
 
@@ -366,12 +416,19 @@ def test_lost_connection_is_infrastructure(db: FakeDb) -> None:
 
 def test_janitor_drops_new_objects_and_restores_replaced_units(db: FakeDb) -> None:
     s = make_session(db)
-    ok = s.run("CREATE OR REPLACE FUNCTION turn_f RETURN NUMBER IS BEGIN RETURN 1; END;\n/", isolated=False,
-               phase="install")
+    ok = s.run(
+        "CREATE OR REPLACE FUNCTION turn_f RETURN NUMBER IS BEGIN RETURN 1; END;\n/",
+        isolated=False,
+        phase="install",
+    )
     assert ok.ok and ("TURN_F", "FUNCTION") in db.objects
-    broken = s.run("CREATE OR REPLACE FUNCTION turn_f RETURN NUMBER IS BROKEN\n/\n", isolated=False, phase="install")
+    broken = s.run(
+        "CREATE OR REPLACE FUNCTION turn_f RETURN NUMBER IS BROKEN\n/\n", isolated=False, phase="install"
+    )
     assert broken.error is not None
-    assert db.objects[("TURN_F", "FUNCTION")].source == "FUNCTION turn_f RETURN NUMBER IS BEGIN RETURN 1; END;"
+    assert (
+        db.objects[("TURN_F", "FUNCTION")].source == "FUNCTION turn_f RETURN NUMBER IS BEGIN RETURN 1; END;"
+    )
     s.run("CREATE TABLE made_in_test (a NUMBER);", isolated=True, phase="test")
     assert ("MADE_IN_TEST", "TABLE") not in db.objects
     s.end_task()
@@ -392,7 +449,11 @@ def test_task_baseline_change_rebuilds_the_candidate_schema(db: FakeDb) -> None:
     backend = FakeBackend(db)
     s = oracle.OracleSession(backend)  # type: ignore[arg-type]
     s.begin_task()
-    s.run("CREATE OR REPLACE FUNCTION num_ntt RETURN NUMBER IS BEGIN RETURN 1; END;\n/", isolated=False, phase="install")
+    s.run(
+        "CREATE OR REPLACE FUNCTION num_ntt RETURN NUMBER IS BEGIN RETURN 1; END;\n/",
+        isolated=False,
+        phase="install",
+    )
     db.create("TYPE", "NUM_NTT", "TYPE num_ntt AS TABLE OF VARCHAR2(10)", False)  # an answer replaced it
     s.end_task()
     assert backend.rebuilt == 1
@@ -431,9 +492,13 @@ class AdminCursor(Cursor):
         if up.startswith("INSERT INTO PLSQLBENCH_FIXTURES"):
             key = values[0]
             if key in server.registry:
-                raise IntegrityError(SimpleNamespace(full_code="ORA-00001", message="ORA-00001: unique constraint"))
-            server.registry[key] = {"status": "owned" if key.startswith("owner:") else "new",
-                                    "owners": values[1] if len(values) > 1 else None}
+                raise IntegrityError(
+                    SimpleNamespace(full_code="ORA-00001", message="ORA-00001: unique constraint")
+                )
+            server.registry[key] = {
+                "status": "owned" if key.startswith("owner:") else "new",
+                "owners": values[1] if len(values) > 1 else None,
+            }
             return None
         if up.startswith("SELECT STATUS FROM PLSQLBENCH_FIXTURES"):
             row = server.registry.get(values[0])
@@ -444,8 +509,10 @@ class AdminCursor(Cursor):
         if up.startswith("UPDATE PLSQLBENCH_FIXTURES"):
             return None
         if "FROM PLSQLBENCH_FIXTURES WHERE FIXTURE_KEY LIKE 'OWNER:%'" in up:
-            return self._result([(r["owners"],) for k, r in server.registry.items() if k.startswith("owner:")],
-                                [DB.DB_TYPE_VARCHAR])
+            return self._result(
+                [(r["owners"],) for k, r in server.registry.items() if k.startswith("owner:")],
+                [DB.DB_TYPE_VARCHAR],
+            )
         if "FROM ALL_USERS" in up:
             return self._result([(u,) for u in values if u in server.users], [DB.DB_TYPE_VARCHAR])
         m = re.match(r'ALTER SESSION SET CURRENT_SCHEMA = "([^"]+)"', text)
@@ -458,8 +525,9 @@ class AdminCursor(Cursor):
             server.tables.setdefault(m.group(1).upper(), set()).add(m.group(2).upper())
             return None
         if "FROM ALL_OBJECTS WHERE OWNER = :O AND OBJECT_TYPE IN" in up:
-            return self._result([(t, "TABLE") for t in sorted(server.tables.get(values[0], ()))],
-                                [DB.DB_TYPE_VARCHAR] * 2)
+            return self._result(
+                [(t, "TABLE") for t in sorted(server.tables.get(values[0], ()))], [DB.DB_TYPE_VARCHAR] * 2
+            )
         if "FROM V$SESSION" in up or "FROM ALL_OBJECTS" in up:
             return self._result([], [DB.DB_TYPE_VARCHAR])
         return None
@@ -483,8 +551,13 @@ class AdminConnection(Connection):
 @pytest.fixture
 def server(monkeypatch: pytest.MonkeyPatch) -> FakeServer:
     state = FakeServer()
-    driver = SimpleNamespace(Error=Error, DatabaseError=DatabaseError, IntegrityError=IntegrityError,
-                             connect=lambda **kw: AdminConnection(state), **vars(DB))
+    driver = SimpleNamespace(
+        Error=Error,
+        DatabaseError=DatabaseError,
+        IntegrityError=IntegrityError,
+        connect=lambda **kw: AdminConnection(state),
+        **vars(DB),
+    )
     monkeypatch.setattr(oracle, "_driver", lambda: driver)
     return state
 
@@ -494,17 +567,29 @@ def test_owner_schemas_load_once_per_database_and_are_read_only(server: FakeServ
 
     from pytest_plsqlbench.tasks import Fixture
 
-    shop = Fixture("yaml:shop:oracle", (Path(__file__).parent.parent / "fixtures/shop/oracle.sql").read_text(), "shop")
+    shop = Fixture(
+        "yaml:shop:oracle", (Path(__file__).parent.parent / "fixtures/shop/oracle.sql").read_text(), "shop"
+    )
     settings = Settings(subsets=(), dialect="oracle", db="dsn", dsn="admin/pw@db:1521/svc")
     first = oracle.OracleBackend(settings, "gw0")
     first.start()
     first.ensure_fixtures([shop])
-    assert "SHOP" in server.users and server.tables["SHOP"] == {"CUSTOMERS", "PRODUCTS", "ORDERS", "ORDER_ITEMS"}
+    assert "SHOP" in server.users and server.tables["SHOP"] == {
+        "CUSTOMERS",
+        "PRODUCTS",
+        "ORDERS",
+        "ORDER_ITEMS",
+    }
     assert server.registry["yaml:shop:oracle"] == {"status": "loaded", "owners": "SHOP"}
-    assert 'CREATE USER "SHOP" NO AUTHENTICATION DEFAULT TABLESPACE "USERS" QUOTA UNLIMITED ON "USERS"' in server.log
+    assert (
+        'CREATE USER "SHOP" NO AUTHENTICATION DEFAULT TABLESPACE "USERS" QUOTA UNLIMITED ON "USERS"'
+        in server.log
+    )
     grants = [s for s in server.log if s.startswith("GRANT SELECT")]
     assert grants and all(s.endswith(f'TO "{first.candidate}"') for s in grants)
-    assert not any(s.startswith(("GRANT INSERT", "GRANT UPDATE", "GRANT DELETE", "GRANT ALL")) for s in server.log)
+    assert not any(
+        s.startswith(("GRANT INSERT", "GRANT UPDATE", "GRANT DELETE", "GRANT ALL")) for s in server.log
+    )
 
     server.log.clear()
     second = oracle.OracleBackend(settings, "gw1")  # another worker on the same database
@@ -525,9 +610,13 @@ def test_a_schema_the_harness_did_not_create_is_never_dropped(server: FakeServer
     from pytest_plsqlbench.tasks import Fixture
 
     server.users.add("SHOP")  # somebody's real schema
-    backend = oracle.OracleBackend(Settings(subsets=(), dialect="oracle", db="dsn", dsn="admin/pw@db/svc"), "gw0")
+    backend = oracle.OracleBackend(
+        Settings(subsets=(), dialect="oracle", db="dsn", dsn="admin/pw@db/svc"), "gw0"
+    )
     backend.start()
-    with pytest.raises(UsageError, match="SHOP already exist in the database and were not created by pytest-plsqlbench"):
+    with pytest.raises(
+        UsageError, match="SHOP already exist in the database and were not created by pytest-plsqlbench"
+    ):
         backend.ensure_fixtures([Fixture("k", "CREATE TABLE shop.t (a NUMBER);\n", "shop")])
     assert not any(s.startswith('DROP USER "SHOP"') for s in server.log)
     backend.stop()

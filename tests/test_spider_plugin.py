@@ -18,13 +18,13 @@ from pytest_plsqlbench.settings import Settings
 from pytest_plsqlbench.spider import release
 from spider_release import write_release
 
-MARKS_CONFTEST = '''
+MARKS_CONFTEST = """
 import json, os
 def pytest_collection_finish(session):
     marks = {i.nodeid: sorted({m.name for m in i.iter_markers()}) for i in session.items}
     with open(os.environ["MARKS_OUT"], "w") as fh:
         json.dump(marks, fh)
-'''
+"""
 
 
 NODE = re.compile(r"^spider(2-st|2-mt)?/\S+$")
@@ -62,13 +62,21 @@ def expected_nodes(root: Path) -> dict[str, set[str]]:
     return nodes
 
 
-def test_collect_only_lists_every_sample_test_with_markers(pytester: pytest.Pytester, plsqlbench_sample: Path,
-                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+def test_collect_only_lists_every_sample_test_with_markers(
+    pytester: pytest.Pytester, plsqlbench_sample: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     pytester.makeconftest(MARKS_CONFTEST)
     out = pytester.path / "marks.json"
     monkeypatch.setenv("MARKS_OUT", str(out))
-    result = run(pytester, "--subset", "spider2-st,spider2-mt,spider", "--collect-only", "-q",
-                 f"--plsql-data={plsqlbench_sample}", "--plsql-dialect=oracle")
+    result = run(
+        pytester,
+        "--subset",
+        "spider2-st,spider2-mt,spider",
+        "--collect-only",
+        "-q",
+        f"--plsql-data={plsqlbench_sample}",
+        "--plsql-dialect=oracle",
+    )
     assert result.ret == 0, result.stderr.str()
     expected = expected_nodes(plsqlbench_sample)
     listed = [line for line in result.outlines if NODE.match(line)]
@@ -87,49 +95,81 @@ def test_collect_only_lists_every_sample_test_with_markers(pytester: pytest.Pyte
     # Tasks whose schema is absent say so, and the report counts them -- no database was needed.
     assert "not_runnable" in marks["spider/spider_0/result"]
     assert "not_runnable" not in marks["spider2-st/spider2_single_turn_3/test-1"]
-    result.stdout.fnmatch_lines([
-        "*PLSQLBench data report*",
-        "spider2-st (oracle, data local:plsqlbench-sample): 15 task(s) in the data",
-        "  runnable: 5 (0 with data, 5 on empty tables)",
-        "spider (oracle, data local:plsqlbench-sample): 22 task(s) in the data",
-        "  not runnable (22): schema CRE_DOC_TEMPLATE_MGT not in the data (schema/spider/spider_ddl.jsonl)*",
-    ])
+    result.stdout.fnmatch_lines(
+        [
+            "*PLSQLBench data report*",
+            "spider2-st (oracle, data local:plsqlbench-sample): 15 task(s) in the data",
+            "  runnable: 5 (0 with data, 5 on empty tables)",
+            "spider (oracle, data local:plsqlbench-sample): 22 task(s) in the data",
+            "  not runnable (22): schema CRE_DOC_TEMPLATE_MGT not in the data (schema/spider/spider_ddl.jsonl)*",
+        ]
+    )
 
 
 def test_selection_by_marker_and_keyword(pytester: pytest.Pytester, plsqlbench_sample: Path) -> None:
-    common = ["--subset", "spider2-st,spider2-mt", "--collect-only", "-q", f"--plsql-data={plsqlbench_sample}",
-              "--plsql-dialect=oracle"]
+    common = [
+        "--subset",
+        "spider2-st,spider2-mt",
+        "--collect-only",
+        "-q",
+        f"--plsql-data={plsqlbench_sample}",
+        "--plsql-dialect=oracle",
+    ]
     advanced = run(pytester, *common, "-m", "difficulty_advanced")
-    meta = {**release.metadata_by_id(plsqlbench_sample, release.META_ST),
-            **release.metadata_by_id(plsqlbench_sample, release.META_MT)}
+    meta = {
+        **release.metadata_by_id(plsqlbench_sample, release.META_ST),
+        **release.metadata_by_id(plsqlbench_sample, release.META_MT),
+    }
     want = {n for n, marks in expected_nodes(plsqlbench_sample).items() if "difficulty_advanced" in marks}
     assert want and {line for line in advanced.outlines if NODE.match(line)} == want
     chinook = run(pytester, *common, "-k", "chinook")
     ids = {line.split("/")[1] for line in chinook.outlines if NODE.match(line)}
-    st = {r.data["instance_id"] for r in release.read_jsonl(plsqlbench_sample / release.SPIDER2_ST)
-          if r.data["db_id"].lower() == "chinook"}
+    st = {
+        r.data["instance_id"]
+        for r in release.read_jsonl(plsqlbench_sample / release.SPIDER2_ST)
+        if r.data["db_id"].lower() == "chinook"
+    }
     assert ids == st and meta  # chinook tasks only
 
 
 def test_spider2_with_postgres_is_one_usage_error(pytester: pytest.Pytester, plsqlbench_sample: Path) -> None:
-    result = run(pytester, "--subset", "spider2-mt", "--plsql-dialect=postgres", "--plsql-model=reference",
-                 f"--plsql-data={plsqlbench_sample}")
+    result = run(
+        pytester,
+        "--subset",
+        "spider2-mt",
+        "--plsql-dialect=postgres",
+        "--plsql-model=reference",
+        f"--plsql-data={plsqlbench_sample}",
+    )
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines(["*subset 'spider2-mt' exists only for oracle, not for --plsql-dialect=postgres*"])
+    result.stderr.fnmatch_lines(
+        ["*subset 'spider2-mt' exists only for oracle, not for --plsql-dialect=postgres*"]
+    )
     assert "Traceback" not in result.stderr.str()
 
 
-def test_sample_spider_on_postgres_reports_what_cannot_run(pytester: pytest.Pytester, plsqlbench_sample: Path) -> None:
-    result = run(pytester, "--subset", "spider", "--plsql-dialect=postgres", "--plsql-model=reference",
-                 f"--plsql-data={plsqlbench_sample}", "-rs")
+def test_sample_spider_on_postgres_reports_what_cannot_run(
+    pytester: pytest.Pytester, plsqlbench_sample: Path
+) -> None:
+    result = run(
+        pytester,
+        "--subset",
+        "spider",
+        "--plsql-dialect=postgres",
+        "--plsql-model=reference",
+        f"--plsql-data={plsqlbench_sample}",
+        "-rs",
+    )
     result.assert_outcomes(skipped=22)
-    result.stdout.fnmatch_lines([
-        "*not runnable (22): schema CRE_DOC_TEMPLATE_MGT not in the data*",
-        "*data without DDL (not loadable, 11 table(s))*",
-        "*gold SQL transpiled to PostgreSQL: 22 of 22",
-        "*published references translated to PL/pgSQL: 22 of 22",
-        "SKIPPED [[]22] *not runnable: schema CRE_DOC_TEMPLATE_MGT not in the data*",
-    ])
+    result.stdout.fnmatch_lines(
+        [
+            "*not runnable (22): schema CRE_DOC_TEMPLATE_MGT not in the data*",
+            "*data without DDL (not loadable, 11 table(s))*",
+            "*gold SQL transpiled to PostgreSQL: 22 of 22",
+            "*published references translated to PL/pgSQL: 22 of 22",
+            "SKIPPED [[]22] *not runnable: schema CRE_DOC_TEMPLATE_MGT not in the data*",
+        ]
+    )
 
 
 @pytest.fixture
@@ -138,28 +178,53 @@ def spider_release(tmp_path: Path, plsqlbench_sample: Path) -> Path:
 
 
 @pytest.mark.parametrize("workers", ["0", "2"])
-def test_published_references_on_postgres(pytester: pytest.Pytester, spider_release: Path, workers: str) -> None:
+def test_published_references_on_postgres(
+    pytester: pytest.Pytester, spider_release: Path, workers: str
+) -> None:
     """The sample's 22 tasks and references, on our own small copy of their database."""
     results = pytester.path / "results.json"
-    result = run(pytester, "--subset", "spider", "--plsql-dialect=postgres", "--plsql-model=reference",
-                 f"--plsql-data={spider_release}", "-n", workers, "--plsql-results", str(results))
+    result = run(
+        pytester,
+        "--subset",
+        "spider",
+        "--plsql-dialect=postgres",
+        "--plsql-model=reference",
+        f"--plsql-data={spider_release}",
+        "-n",
+        workers,
+        "--plsql-results",
+        str(results),
+    )
     result.assert_outcomes(passed=15, failed=7)
-    result.stdout.fnmatch_lines([
-        "  runnable: 22 (22 with data, 0 on empty tables); ran: 22 (22 with data, 0 on empty tables)",
-        "  published references run: 22; pass the strict comparator: 15; fail it merely on formatting "
-        "(lenient pass): 7 [label 4, one-line 2, whitespace 1]; fail both: 0; not evaluated: 0",
-    ])
+    result.stdout.fnmatch_lines(
+        [
+            "  runnable: 22 (22 with data, 0 on empty tables); ran: 22 (22 with data, 0 on empty tables)",
+            "  published references run: 22; pass the strict comparator: 15; fail it merely on formatting "
+            "(lenient pass): 7 [label 4, one-line 2, whitespace 1]; fail both: 0; not evaluated: 0",
+        ]
+    )
     report = json.loads(results.read_text())["spider_report"]["spider"]
     assert report["references"]["lenient_tasks"] == sorted(
-        ["spider_5", "spider_8", "spider_9", "spider_11", "spider_17", "spider_19", "spider_20"])
+        ["spider_5", "spider_8", "spider_9", "spider_11", "spider_17", "spider_19", "spider_20"]
+    )
     assert report["references_translated"] == 22 and report["gold_transpiled"] == 22
 
 
-def test_empty_tables_are_reported(pytester: pytest.Pytester, tmp_path: Path, plsqlbench_sample: Path) -> None:
+def test_empty_tables_are_reported(
+    pytester: pytest.Pytester, tmp_path: Path, plsqlbench_sample: Path
+) -> None:
     root = write_release(plsqlbench_sample, tmp_path / "empty", with_rows=False)
-    result = run(pytester, "--subset", "spider", "--plsql-dialect=postgres", "--plsql-model=reference",
-                 f"--plsql-data={root}")
-    result.stdout.fnmatch_lines(["  runnable: 22 (0 with data, 22 on empty tables); ran: 22 (0 with data, 22 on empty tables)"])
+    result = run(
+        pytester,
+        "--subset",
+        "spider",
+        "--plsql-dialect=postgres",
+        "--plsql-model=reference",
+        f"--plsql-data={root}",
+    )
+    result.stdout.fnmatch_lines(
+        ["  runnable: 22 (0 with data, 22 on empty tables); ran: 22 (0 with data, 22 on empty tables)"]
+    )
 
 
 def test_validate_subset(spider_release: Path, plsqlbench_sample: Path) -> None:
@@ -167,7 +232,9 @@ def test_validate_subset(spider_release: Path, plsqlbench_sample: Path) -> None:
 
     lines, ok = validate_subset(Settings(subsets=(), dialect="postgres", data=spider_release), "spider")
     assert ok
-    assert lines[1:] == ["  gold queries transpiled to PostgreSQL: 22 of 22 with their schema (22 of 22 overall)",
-                         "  gold queries run: 22 of 22 tried (0 return no rows); failed: 0"]
+    assert lines[1:] == [
+        "  gold queries transpiled to PostgreSQL: 22 of 22 with their schema (22 of 22 overall)",
+        "  gold queries run: 22 of 22 tried (0 return no rows); failed: 0",
+    ]
     lines, ok = validate_subset(Settings(subsets=(), dialect="postgres", data=plsqlbench_sample), "spider")
     assert ok and "22 without their schema in the data" in lines[0]

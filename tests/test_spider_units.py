@@ -15,7 +15,12 @@ from pytest_plsqlbench.spider.build import gold_shape
 from pytest_plsqlbench.spider.plpgsql import TranslateError, translate_block, translate_reference
 from pytest_plsqlbench.spider.prompts import natural_question, postgres_prompt
 from pytest_plsqlbench.spider.schema import Catalog, insert_to_postgres, pg_ident
-from pytest_plsqlbench.spider.transpile import TranspileError, ddl_to_postgres, expression_to_postgres, to_postgres
+from pytest_plsqlbench.spider.transpile import (
+    TranspileError,
+    ddl_to_postgres,
+    expression_to_postgres,
+    to_postgres,
+)
 
 
 # --------------------------------------------------------------------------- release readers
@@ -37,20 +42,38 @@ def test_duplicate_table_names_are_kept(tmp_path: Path) -> None:
     """spider_dml.json keys tables by source name; two databases may share one."""
     path = tmp_path / "spider_dml.json"
     ins = 'INSERT INTO {o}.DOCUMENTS ("ID") VALUES (1), (2)'
-    path.write_text('{"metadata": {}, "tables": {"Documents": {"insert_statements": ["' + ins.format(o="A").replace('"', '\\"')
-                    + '"], "total_rows": 2}, "Documents": {"insert_statements": ["' + ins.format(o="B").replace('"', '\\"')
-                    + '"], "total_rows": 2}}}')
+    path.write_text(
+        '{"metadata": {}, "tables": {"Documents": {"insert_statements": ["'
+        + ins.format(o="A").replace('"', '\\"')
+        + '"], "total_rows": 2}, "Documents": {"insert_statements": ["'
+        + ins.format(o="B").replace('"', '\\"')
+        + '"], "total_rows": 2}}}'
+    )
     cat = Catalog("spider")
     cat.add_spider_dml(path)
-    assert sorted(cat.inserts) == ["A.DOCUMENTS", "B.DOCUMENTS"] and cat.rows == {"A.DOCUMENTS": 2, "B.DOCUMENTS": 2}
+    assert sorted(cat.inserts) == ["A.DOCUMENTS", "B.DOCUMENTS"] and cat.rows == {
+        "A.DOCUMENTS": 2,
+        "B.DOCUMENTS": 2,
+    }
 
 
 def test_spider2_dml_reader_accepts_the_usual_shapes(tmp_path: Path) -> None:
     path = tmp_path / "OUTPUT_DML_dev.jsonl"
-    path.write_text("\n".join(json.dumps(r) for r in [
-        {"db_id": "X", "table": "T", "sql": "INSERT INTO X.T (A) VALUES (1), (2), (3)"},
-        {"db_id": "X", "table": "U", "insert_statements": ["INSERT INTO X.U (A) VALUES ('a')"], "total_rows": 1},
-    ]) + "\n")
+    path.write_text(
+        "\n".join(
+            json.dumps(r)
+            for r in [
+                {"db_id": "X", "table": "T", "sql": "INSERT INTO X.T (A) VALUES (1), (2), (3)"},
+                {
+                    "db_id": "X",
+                    "table": "U",
+                    "insert_statements": ["INSERT INTO X.U (A) VALUES ('a')"],
+                    "total_rows": 1,
+                },
+            ]
+        )
+        + "\n"
+    )
     cat = Catalog("spider2")
     cat.add_jsonl_dml(path)
     assert cat.rows == {"X.T": 3, "X.U": 1}
@@ -90,7 +113,10 @@ def test_data_revision(tmp_path: Path) -> None:
         ('SELECT "DATE", T."ORDER", "Mixed" FROM S.T T', 'SELECT "date", t."order", "Mixed" FROM s.t AS t'),
         ("SELECT a || b || NULL FROM t", "SELECT CONCAT(a, b, NULL) FROM t"),
         ("SELECT NVL(x, '') FROM t WHERE y = ''", "SELECT COALESCE(x, NULL) FROM t WHERE y = NULL"),
-        ("SELECT * FROM (SELECT a FROM t ORDER BY a) WHERE ROWNUM <= 3", "SELECT * FROM (SELECT a FROM t ORDER BY a) LIMIT 3"),
+        (
+            "SELECT * FROM (SELECT a FROM t ORDER BY a) WHERE ROWNUM <= 3",
+            "SELECT * FROM (SELECT a FROM t ORDER BY a) LIMIT 3",
+        ),
         ("SELECT a FROM t WHERE x = 1 AND ROWNUM < 2", "SELECT a FROM t WHERE x = 1 LIMIT 1"),
         ("SELECT a FROM t MINUS SELECT a FROM u", "SELECT a FROM t EXCEPT SELECT a FROM u"),
         ("SELECT SYSDATE FROM DUAL", "SELECT CURRENT_TIMESTAMP"),
@@ -122,20 +148,29 @@ def test_ddl_moves_foreign_keys_after_the_data() -> None:
         'CONSTRAINT FK1 FOREIGN KEY ("A") REFERENCES X.U ("A"), CONSTRAINT FK2 FOREIGN KEY ("B") REFERENCES Y.V ("B"))',
         frozenset({"X.T", "X.U"}),
     )
-    assert create == ('CREATE TABLE x.t ("a" TIMESTAMP(0), "b" BYTEA, "c" DOUBLE PRECISION, "d" TEXT, '
-                      'CONSTRAINT pk PRIMARY KEY ("a"))')
+    assert create == (
+        'CREATE TABLE x.t ("a" TIMESTAMP(0), "b" BYTEA, "c" DOUBLE PRECISION, "d" TEXT, '
+        'CONSTRAINT pk PRIMARY KEY ("a"))'
+    )
     assert keys == ['ALTER TABLE x.t ADD CONSTRAINT fk1 FOREIGN KEY ("a") REFERENCES x.u ("a") NOT VALID']
 
 
 def test_inserts_pass_literals_through_and_empty_strings_become_null() -> None:
-    fast = insert_to_postgres("INSERT /*+ APPEND */ INTO A.B (\"X\", \"DATE\") VALUES ('', 'it''s'), (1.5, -2E3), (NULL, '')")
+    fast = insert_to_postgres(
+        "INSERT /*+ APPEND */ INTO A.B (\"X\", \"DATE\") VALUES ('', 'it''s'), (1.5, -2E3), (NULL, '')"
+    )
     assert fast == "INSERT INTO a.b (\"x\", \"date\") VALUES (NULL, 'it''s'), (1.5, -2E3), (NULL, NULL)"
     slow = insert_to_postgres("INSERT INTO A.B (\"X\") VALUES (TO_DATE('2020-01-01', 'YYYY-MM-DD')), ('')")
     assert slow == "INSERT INTO a.b (\"x\") VALUES (TO_DATE('2020-01-01', 'YYYY-MM-DD')), (NULL)"
 
 
 def test_pg_ident() -> None:
-    assert [pg_ident(n) for n in ('"ORDER"', "Chinook", '"Mixed"', '"A B"')] == ['"order"', "chinook", '"Mixed"', '"A B"']
+    assert [pg_ident(n) for n in ('"ORDER"', "Chinook", '"Mixed"', '"A B"')] == [
+        '"order"',
+        "chinook",
+        '"Mixed"',
+        '"A B"',
+    ]
 
 
 def test_gold_shape() -> None:
@@ -177,15 +212,22 @@ def test_translation_of_the_common_shapes() -> None:
         "EXCEPTION\n  WHEN NO_DATA_FOUND OR TOO_MANY_ROWS THEN NULL;\n"
         "  WHEN OTHERS THEN RAISE_APPLICATION_ERROR(-20001, 'bad: ' || SQLERRM);\nEND;"
     )
-    assert code.startswith("DO $plsql$\n#variable_conflict use_column\nDECLARE\n  plsql_put_buffer text := '';\n  r record;")
+    assert code.startswith(
+        "DO $plsql$\n#variable_conflict use_column\nDECLARE\n  plsql_put_buffer text := '';\n  r record;"
+    )
     for fragment in (
         "c CURSOR (p numeric) FOR SELECT a FROM s.t WHERE b = p;",
-        "v s.t.a%TYPE;", "n integer := 0;", "s varchar(10) := 'x';",
+        "v s.t.a%TYPE;",
+        "n integer := 0;",
+        "s varchar(10) := 'x';",
         "FOR r IN SELECT a, b FROM s.t ORDER BY a LOOP",
         "RAISE NOTICE '%', COALESCE(CAST((CONCAT(r.a, ',', r.b)) AS TEXT), '');",
-        "FOR i IN REVERSE 3..1 LOOP", "FOR r2 IN c(1) LOOP", "EXIT WHEN r2.a IS NULL;",
+        "FOR i IN REVERSE 3..1 LOOP",
+        "FOR r2 IN c(1) LOOP",
+        "EXIT WHEN r2.a IS NULL;",
         "SELECT MAX(a) FROM s.t INTO STRICT v;",
-        "ELSIF v IS NULL THEN", "RAISE NOTICE '%', plsql_put_buffer; plsql_put_buffer := '';",
+        "ELSIF v IS NULL THEN",
+        "RAISE NOTICE '%', plsql_put_buffer; plsql_put_buffer := '';",
         "WHEN no_data_found OR too_many_rows THEN",
         "RAISE EXCEPTION USING MESSAGE = CONCAT('bad: ', sqlerrm), ERRCODE = 'P0001';",
     ):
@@ -214,19 +256,28 @@ def test_every_sample_reference_translates(plsqlbench_sample: Path) -> None:
     rows = release.read_jsonl(plsqlbench_sample / release.SPIDER1)
     translated = {rec.data["instance_id"]: translate_reference(rec.data["reference_answer"]) for rec in rows}
     assert len(translated) == 22
-    assert all(code.count("DO $plsql$") == 1 and "DBMS_OUTPUT" not in code.upper() for code in translated.values())
+    assert all(
+        code.count("DO $plsql$") == 1 and "DBMS_OUTPUT" not in code.upper() for code in translated.values()
+    )
 
 
 def test_reference_scripts_drop_sqlplus_commands() -> None:
-    code = translate_reference("SET SERVEROUTPUT ON\nBEGIN DBMS_OUTPUT.PUT_LINE('x'); END;\n/\nSELECT 1 FROM dual;\n")
-    assert code == ("DO $plsql$\n#variable_conflict use_column\nBEGIN\n  RAISE NOTICE '%', COALESCE(CAST(('x') AS TEXT), '');\n"
-                    "END;\n$plsql$;\nSELECT 1;\n")
+    code = translate_reference(
+        "SET SERVEROUTPUT ON\nBEGIN DBMS_OUTPUT.PUT_LINE('x'); END;\n/\nSELECT 1 FROM dual;\n"
+    )
+    assert code == (
+        "DO $plsql$\n#variable_conflict use_column\nBEGIN\n  RAISE NOTICE '%', COALESCE(CAST(('x') AS TEXT), '');\n"
+        "END;\n$plsql$;\nSELECT 1;\n"
+    )
     with pytest.raises(TranslateError, match="CREATE statement"):
         translate_reference("CREATE OR REPLACE PROCEDURE p IS BEGIN NULL; END;\n/")
 
 
 def test_expression_to_postgres() -> None:
-    assert expression_to_postgres("NVL(TO_CHAR(r.ID), 'n/a') || r.\"NAME\"") == "CONCAT(COALESCE(CAST(r.id AS TEXT), 'n/a'), r.\"name\")"
+    assert (
+        expression_to_postgres("NVL(TO_CHAR(r.ID), 'n/a') || r.\"NAME\"")
+        == "CONCAT(COALESCE(CAST(r.id AS TEXT), 'n/a'), r.\"name\")"
+    )
 
 
 # --------------------------------------------------------------------------- prompts
@@ -236,8 +287,13 @@ def test_postgres_prompt_restates_the_rules(plsqlbench_sample: Path) -> None:
     prompt = postgres_prompt(question)
     assert prompt.startswith("How many documents do we have?\nWrite PL/pgSQL code for PostgreSQL")
     assert "DBMS_OUTPUT" not in prompt and "RAISE NOTICE" in prompt
-    for rule in ("one output line per result row", "YYYY-MM-DD HH24:MI:SS", "without surrounding single quotes",
-                 "separate fields only with commas", "NULL field as an empty field"):
+    for rule in (
+        "one output line per result row",
+        "YYYY-MM-DD HH24:MI:SS",
+        "without surrounding single quotes",
+        "separate fields only with commas",
+        "NULL field as an empty field",
+    ):
         assert rule in prompt
 
 
@@ -273,7 +329,9 @@ def test_column_orders_are_bounded() -> None:
         (["1", "2"], ["2, 1"], ("whitespace", "one-line")),
     ],
 )
-def test_lenient_comparator_names_the_rules(expected: list[str], actual: list[str], rules: tuple[str, ...]) -> None:
+def test_lenient_comparator_names_the_rules(
+    expected: list[str], actual: list[str], rules: tuple[str, ...]
+) -> None:
     assert compare_rows_lenient(expected, actual, {"columns": len(expected[0].split(","))}) == (True, rules)
 
 

@@ -18,8 +18,25 @@ from pytest_plsqlbench.scripts import Statement, serveroutput, split
 
 SLASH_LINE = re.compile(r"^\s*/\s*$")
 EXEC_LINE = re.compile(r"^\s*EXEC(UTE)?\s", re.I)
-LEADING_WORDS = ("CREATE", "DECLARE", "BEGIN", "SELECT", "WITH", "EXEC", "EXECUTE", "SET", "INSERT", "UPDATE",
-                 "DELETE", "ALTER", "DROP", "CALL", "MERGE", "COMMIT", "ROLLBACK")
+LEADING_WORDS = (
+    "CREATE",
+    "DECLARE",
+    "BEGIN",
+    "SELECT",
+    "WITH",
+    "EXEC",
+    "EXECUTE",
+    "SET",
+    "INSERT",
+    "UPDATE",
+    "DELETE",
+    "ALTER",
+    "DROP",
+    "CALL",
+    "MERGE",
+    "COMMIT",
+    "ROLLBACK",
+)
 
 
 def sample_scripts(root: Path) -> Iterator[tuple[str, str]]:
@@ -162,12 +179,17 @@ def test_blocks_end_at_slash_and_sql_at_semicolon() -> None:
 
 
 def test_slash_with_surrounding_blanks_and_missing_final_slash() -> None:
-    assert kinds("DECLARE n NUMBER;\nBEGIN NULL; END;\n /  \n") == [("plsql", "DECLARE n NUMBER;\nBEGIN NULL; END;")]
+    assert kinds("DECLARE n NUMBER;\nBEGIN NULL; END;\n /  \n") == [
+        ("plsql", "DECLARE n NUMBER;\nBEGIN NULL; END;")
+    ]
     assert kinds("BEGIN NULL; END;") == [("plsql", "BEGIN NULL; END;")]
 
 
 def test_exec_becomes_an_anonymous_block() -> None:
-    assert kinds("EXEC p(1, 'a;b');\nexecute q;\n") == [("plsql", "BEGIN p(1, 'a;b'); END;"), ("plsql", "BEGIN q; END;")]
+    assert kinds("EXEC p(1, 'a;b');\nexecute q;\n") == [
+        ("plsql", "BEGIN p(1, 'a;b'); END;"),
+        ("plsql", "BEGIN q; END;"),
+    ]
 
 
 def test_package_spec_and_body_are_two_units() -> None:
@@ -178,14 +200,23 @@ def test_package_spec_and_body_are_two_units() -> None:
 
 
 def test_create_table_and_view_are_sql_but_type_is_plsql() -> None:
-    got = split("CREATE TABLE t (a NUMBER);\nCREATE OR REPLACE VIEW v AS SELECT 1 a FROM dual;\n"
-                "CREATE OR REPLACE TYPE num_list AS TABLE OF NUMBER;\n/\n", "oracle")
-    assert [(s.kind, s.first_word) for s in got] == [("sql", "CREATE"), ("sql", "CREATE"), ("plsql", "CREATE")]
+    got = split(
+        "CREATE TABLE t (a NUMBER);\nCREATE OR REPLACE VIEW v AS SELECT 1 a FROM dual;\n"
+        "CREATE OR REPLACE TYPE num_list AS TABLE OF NUMBER;\n/\n",
+        "oracle",
+    )
+    assert [(s.kind, s.first_word) for s in got] == [
+        ("sql", "CREATE"),
+        ("sql", "CREATE"),
+        ("plsql", "CREATE"),
+    ]
 
 
 def test_semicolons_and_slashes_inside_strings_comments_and_q_quotes() -> None:
-    script = ("BEGIN\n  DBMS_OUTPUT.PUT_LINE('a; b');\n  -- a comment; with /\n"
-              "  DBMS_OUTPUT.PUT_LINE(q'[it's; \n/]');\nEND;\n/\nSELECT 'x;y', q'<o'k>' FROM dual;\n")
+    script = (
+        "BEGIN\n  DBMS_OUTPUT.PUT_LINE('a; b');\n  -- a comment; with /\n"
+        "  DBMS_OUTPUT.PUT_LINE(q'[it's; \n/]');\nEND;\n/\nSELECT 'x;y', q'<o'k>' FROM dual;\n"
+    )
     got = split(script, "oracle")
     assert [s.kind for s in got] == ["plsql", "sql"]
     assert "q'[it's; \n/]'" in got[0].text
@@ -198,13 +229,20 @@ def test_division_inside_a_line_is_not_a_terminator() -> None:
 
 def test_with_function_is_one_unit() -> None:
     script = "WITH FUNCTION f RETURN NUMBER IS BEGIN RETURN 1; END;\nSELECT f FROM dual\n/\n"
-    assert kinds(script) == [("plsql", "WITH FUNCTION f RETURN NUMBER IS BEGIN RETURN 1; END;\nSELECT f FROM dual")]
+    assert kinds(script) == [
+        ("plsql", "WITH FUNCTION f RETURN NUMBER IS BEGIN RETURN 1; END;\nSELECT f FROM dual")
+    ]
 
 
 @pytest.mark.parametrize(
     ("text", "want"),
-    [("SET SERVEROUTPUT ON", True), ("set serveroutput on size unlimited;", True), ("SET SERVEROUT OFF", False),
-     ("SET FEEDBACK OFF", None), ("SET LINESIZE 200", None)],
+    [
+        ("SET SERVEROUTPUT ON", True),
+        ("set serveroutput on size unlimited;", True),
+        ("SET SERVEROUT OFF", False),
+        ("SET FEEDBACK OFF", None),
+        ("SET LINESIZE 200", None),
+    ],
 )
 def test_serveroutput_setting(text: str, want: bool | None) -> None:
     (stmt,) = split(text, "oracle")
@@ -217,14 +255,24 @@ def test_sql_set_words_are_not_client_commands() -> None:
 
 def test_client_commands_and_stray_slashes() -> None:
     got = split("PROMPT hello;\nSHOW ERRORS\n/\nREM note\nSELECT 1 FROM dual;\n/\n", "oracle")
-    assert [(s.kind, s.command) for s in got] == [("client", "PROMPT"), ("client", "SHOW"), ("client", "REM"), ("sql", None)]
+    assert [(s.kind, s.command) for s in got] == [
+        ("client", "PROMPT"),
+        ("client", "SHOW"),
+        ("client", "REM"),
+        ("sql", None),
+    ]
 
 
 def test_postgres_rules_unchanged() -> None:
     """psql-like splitting: ``;`` ends statements, dollar bodies are whole, a '/' line ends one too."""
     script = "CREATE FUNCTION f() RETURNS int LANGUAGE plpgsql AS $$ BEGIN RETURN 1; END $$;\n\\set x 1\nDO $$ BEGIN RAISE NOTICE 'a;b'; END $$\n/\nSELECT 1;"
     got = split(script, "postgres")
-    assert [(s.kind, s.first_word) for s in got] == [("sql", "CREATE"), ("client", "\\SET"), ("sql", "DO"), ("sql", "SELECT")]
+    assert [(s.kind, s.first_word) for s in got] == [
+        ("sql", "CREATE"),
+        ("client", "\\SET"),
+        ("sql", "DO"),
+        ("sql", "SELECT"),
+    ]
     assert got[0].text.endswith("END $$;") or got[0].text.endswith("END $$")
 
 

@@ -59,28 +59,67 @@ MAX_ROWS = 100_000
 OUTPUT_CHUNK = 500
 LOCK_WAIT_S = 1800
 CANDIDATE_PRIVILEGES = (
-    "CREATE SESSION", "CREATE PROCEDURE", "CREATE TYPE", "CREATE TABLE", "CREATE VIEW",
-    "CREATE SEQUENCE", "CREATE TRIGGER", "CREATE SYNONYM",
+    "CREATE SESSION",
+    "CREATE PROCEDURE",
+    "CREATE TYPE",
+    "CREATE TABLE",
+    "CREATE VIEW",
+    "CREATE SEQUENCE",
+    "CREATE TRIGGER",
+    "CREATE SYNONYM",
 )
 
 # --------------------------------------------------------------------------- error classes
 #: Codes that say the answer does not match the database-facing contract (E.2 "interface,
 #: signature, or schema grounding"): missing entry point, wrong arguments, missing package
 #: member, unknown table/column/object.
-INTERFACE_CODES = frozenset({
-    "PLS-00201", "PLS-00306", "PLS-00302", "PLS-00307", "PLS-00222", "PLS-00225", "PLS-00313",
-    "PLS-00904", "ORA-00904", "ORA-00942", "ORA-04043", "ORA-00980", "ORA-06564", "ORA-02289",
-})
+INTERFACE_CODES = frozenset(
+    {
+        "PLS-00201",
+        "PLS-00306",
+        "PLS-00302",
+        "PLS-00307",
+        "PLS-00222",
+        "PLS-00225",
+        "PLS-00313",
+        "PLS-00904",
+        "ORA-00904",
+        "ORA-00942",
+        "ORA-04043",
+        "ORA-00980",
+        "ORA-06564",
+        "ORA-02289",
+    }
+)
 #: Codes that say the artifact is invalid or incomplete (E.2): invalid compiled objects.
 INVALID_CODES = frozenset({"PLS-00905", "ORA-04063", "ORA-06508", "ORA-24344", "ORA-06575", "DPY-7000"})
 #: Wrapper codes that point at the real error rather than being one.
 WRAPPER_CODES = frozenset({"ORA-06550", "ORA-06512", "ORA-04088"})
 TIMEOUT_CODES = frozenset({"DPY-4024", "ORA-01013", "ORA-00040", "ORA-56735", "ORA-30006"})
-CONNECTION_CODES = frozenset({
-    "DPY-1001", "DPY-4011", "DPY-6005", "DPY-4005", "ORA-03113", "ORA-03114", "ORA-03135",
-    "ORA-00028", "ORA-01012", "ORA-01033", "ORA-01034", "ORA-01089", "ORA-01092", "ORA-00603",
-    "ORA-12514", "ORA-12541", "ORA-12170", "ORA-02396", "ORA-12537", "ORA-12547",
-})
+CONNECTION_CODES = frozenset(
+    {
+        "DPY-1001",
+        "DPY-4011",
+        "DPY-6005",
+        "DPY-4005",
+        "ORA-03113",
+        "ORA-03114",
+        "ORA-03135",
+        "ORA-00028",
+        "ORA-01012",
+        "ORA-01033",
+        "ORA-01034",
+        "ORA-01089",
+        "ORA-01092",
+        "ORA-00603",
+        "ORA-12514",
+        "ORA-12541",
+        "ORA-12170",
+        "ORA-02396",
+        "ORA-12537",
+        "ORA-12547",
+    }
+)
 UNSAFE_CODES = frozenset({"ORA-01031", "ORA-01749", "ORA-01950", "ORA-01536"})
 PACKAGE_STATE_CODES = frozenset({"ORA-04068", "ORA-04061", "ORA-04065", "ORA-04062"})
 
@@ -90,7 +129,10 @@ _CODE = re.compile(r"\b(ORA|PLS|DPY|PLW)-(\d{3,5})\b")
 def error_codes(message: str) -> list[str]:
     """Every ORA-/PLS-/DPY- code in ``message``, in order, without repeats (ORA/PLS numbers
     padded to five digits, DPY to four, as the driver prints them)."""
-    out = (f"{m.group(1)}-{m.group(2).zfill(4 if m.group(1) == 'DPY' else 5)}" for m in _CODE.finditer(message or ""))
+    out = (
+        f"{m.group(1)}-{m.group(2).zfill(4 if m.group(1) == 'DPY' else 5)}"
+        for m in _CODE.finditer(message or "")
+    )
     return list(dict.fromkeys(out))
 
 
@@ -176,14 +218,20 @@ def parse_dsn(text: str) -> OracleDsn:
         service = url.path.lstrip("/") or params.pop("service_name", "")
         host = url.hostname or ""
         if not url.username or not host:
-            raise UsageError("--plsql-dsn: an oracle:// URL needs user and host (oracle://user:pass@host:1521/service)")
+            raise UsageError(
+                "--plsql-dsn: an oracle:// URL needs user and host (oracle://user:pass@host:1521/service)"
+            )
         port = f":{url.port}" if url.port else ""
         dsn = f"{host}{port}/{service}" if service else f"{host}{port}"
-        return OracleDsn(urllib.parse.unquote(url.username), urllib.parse.unquote(url.password or ""), dsn, params)
+        return OracleDsn(
+            urllib.parse.unquote(url.username), urllib.parse.unquote(url.password or ""), dsn, params
+        )
     credentials, sep, connect = text.rpartition("@")
     if not sep or "/" not in credentials or not connect:
-        raise UsageError("--plsql-dsn for oracle: expected user/password@host:port/service or "
-                         "oracle://user:password@host:port/service")
+        raise UsageError(
+            "--plsql-dsn for oracle: expected user/password@host:port/service or "
+            "oracle://user:password@host:port/service"
+        )
     user, _, password = credentials.partition("/")
     return OracleDsn(user, password, connect, {})
 
@@ -234,9 +282,13 @@ def partition_fixture(script: str) -> tuple[list[str], list[tuple[str | None, St
     the rest create objects in each worker's candidate schema (its task baseline). COMMIT and
     SQL*Plus commands are dropped: the loader commits.
     """
-    statements = [s for s in split(script, "oracle") if s.kind != "client" and s.first_word not in ("COMMIT",)]
+    statements = [
+        s for s in split(script, "oracle") if s.kind != "client" and s.first_word not in ("COMMIT",)
+    ]
     owners = fixture_owners(statements)
-    patterns = {o: re.compile(rf"(?<![\w$#\"]){re.escape(o)}\s*\.|\"{re.escape(o)}\"\s*\.", re.I) for o in owners}
+    patterns = {
+        o: re.compile(rf"(?<![\w$#\"]){re.escape(o)}\s*\.|\"{re.escape(o)}\"\s*\.", re.I) for o in owners
+    }
     owned: list[tuple[str | None, Statement]] = []
     candidate: list[Statement] = []
     for stmt in statements:
@@ -251,12 +303,36 @@ def partition_fixture(script: str) -> tuple[list[str], list[tuple[str | None, St
 # --------------------------------------------------------------------------- janitor SQL
 #: Drop order: dependents first; types last (with FORCE).
 DROP_ORDER = (
-    "TRIGGER", "MATERIALIZED VIEW", "VIEW", "SYNONYM", "PROCEDURE", "FUNCTION", "PACKAGE BODY",
-    "PACKAGE", "TABLE", "SEQUENCE", "INDEX", "TYPE BODY", "TYPE", "JAVA SOURCE", "JAVA CLASS", "LIBRARY",
+    "TRIGGER",
+    "MATERIALIZED VIEW",
+    "VIEW",
+    "SYNONYM",
+    "PROCEDURE",
+    "FUNCTION",
+    "PACKAGE BODY",
+    "PACKAGE",
+    "TABLE",
+    "SEQUENCE",
+    "INDEX",
+    "TYPE BODY",
+    "TYPE",
+    "JAVA SOURCE",
+    "JAVA CLASS",
+    "LIBRARY",
 )
 #: Objects that go with their table or are not droppable by name.
-NOT_DROPPED = frozenset({"LOB", "LOB PARTITION", "TABLE PARTITION", "INDEX PARTITION", "TABLE SUBPARTITION",
-                         "INDEX SUBPARTITION", "JOB", "DATABASE LINK"})
+NOT_DROPPED = frozenset(
+    {
+        "LOB",
+        "LOB PARTITION",
+        "TABLE PARTITION",
+        "INDEX PARTITION",
+        "TABLE SUBPARTITION",
+        "INDEX SUBPARTITION",
+        "JOB",
+        "DATABASE LINK",
+    }
+)
 PLSQL_UNITS = ("TYPE", "TYPE BODY", "PACKAGE", "PACKAGE BODY", "FUNCTION", "PROCEDURE", "TRIGGER")
 
 
@@ -314,7 +390,9 @@ def diff_snapshots(before: Snapshot, after: Snapshot) -> tuple[list[tuple[str, s
     return new, changed
 
 
-def restore_statements(before: Snapshot, keys: Iterable[tuple[str, str]]) -> tuple[list[str], list[tuple[str, str]]]:
+def restore_statements(
+    before: Snapshot, keys: Iterable[tuple[str, str]]
+) -> tuple[list[str], list[tuple[str, str]]]:
     """``CREATE OR REPLACE`` statements re-creating program units from their saved source,
     and the objects that cannot be restored that way (tables, views ...)."""
     order = {k: i for i, k in enumerate(PLSQL_UNITS)}
@@ -348,7 +426,9 @@ def _driver() -> Any:
     try:
         import oracledb
     except ImportError:
-        raise UsageError("--plsql-dialect=oracle needs python-oracledb: pip install 'pytest-plsqlbench[oracle]'") from None
+        raise UsageError(
+            "--plsql-dialect=oracle needs python-oracledb: pip install 'pytest-plsqlbench[oracle]'"
+        ) from None
     return oracledb
 
 
@@ -411,8 +491,12 @@ class OracleSession(Session):
         self.close()
         oracledb = _driver()
         try:
-            conn = oracledb.connect(user=self.backend.candidate, password=self.backend.candidate_password,
-                                    dsn=self.backend.connect_string, **self.backend.connect_params)
+            conn = oracledb.connect(
+                user=self.backend.candidate,
+                password=self.backend.candidate_password,
+                dsn=self.backend.connect_string,
+                **self.backend.connect_params,
+            )
         except oracledb.Error as exc:
             raise InfrastructureError(f"cannot connect as the candidate user: {_codes_of(exc)[1]}") from exc
         conn.outputtypehandler = _output_handler
@@ -454,14 +538,20 @@ class OracleSession(Session):
 
     # ----------------------------------------------------------------- snapshots
     def snapshot(self) -> Snapshot:
-        rows = self._sql("SELECT object_name, object_type, object_id, last_ddl_time, status FROM user_objects "
-                         "WHERE object_name NOT LIKE 'BIN$%'")
+        rows = self._sql(
+            "SELECT object_name, object_type, object_id, last_ddl_time, status FROM user_objects "
+            "WHERE object_name NOT LIKE 'BIN$%'"
+        )
         source: dict[tuple[str, str], list[str]] = {}
         if any(r[1] in PLSQL_UNITS for r in rows):
-            for name, kind, text in self._sql("SELECT name, type, text FROM user_source ORDER BY name, type, line"):
+            for name, kind, text in self._sql(
+                "SELECT name, type, text FROM user_source ORDER BY name, type, line"
+            ):
                 source.setdefault((name, kind), []).append(text)
         return {
-            (name, kind): ObjectState(int(oid), ddl, status, "".join(source[(name, kind)]) if (name, kind) in source else None)
+            (name, kind): ObjectState(
+                int(oid), ddl, status, "".join(source[(name, kind)]) if (name, kind) in source else None
+            )
             for name, kind, oid, ddl, status in rows
         }
 
@@ -610,7 +700,9 @@ class OracleSession(Session):
                 if count < OUTPUT_CHUNK:
                     return
 
-    def _run_statement(self, stmt: Statement, phase: Phase, capture: bool, retried: bool = False) -> DbError | None:
+    def _run_statement(
+        self, stmt: Statement, phase: Phase, capture: bool, retried: bool = False
+    ) -> DbError | None:
         oracledb = _driver()
         error: DbError | None = None
         try:
@@ -633,8 +725,12 @@ class OracleSession(Session):
                 return error
             if set(codes) & TIMEOUT_CODES:
                 self._after_timeout()
-                return DbError(f"statement ran longer than {self.backend.settings.timeout:g}s and was cancelled",
-                               codes[0], outcomes.TIMEOUT, stmt.line)
+                return DbError(
+                    f"statement ran longer than {self.backend.settings.timeout:g}s and was cancelled",
+                    codes[0],
+                    outcomes.TIMEOUT,
+                    stmt.line,
+                )
             if set(codes) & CONNECTION_CODES or not self.healthy():
                 raise InfrastructureError(f"database connection lost: {message}") from exc
             if set(codes) & PACKAGE_STATE_CODES and not retried:
@@ -654,10 +750,14 @@ class OracleSession(Session):
     def _compile_errors(self, stmt: Statement, phase: Phase) -> DbError | None:
         unit = created_unit(stmt.text)
         if unit is None:
-            return DbError("created with compilation errors", "ORA-24344", outcomes.INVALID_ARTIFACT, stmt.line)
+            return DbError(
+                "created with compilation errors", "ORA-24344", outcomes.INVALID_ARTIFACT, stmt.line
+            )
         kind, name, owner = unit
-        query = ("SELECT line, position, text, attribute FROM all_errors WHERE owner = NVL(:o, USER) "
-                 "AND name = :n AND type = :t ORDER BY sequence")
+        query = (
+            "SELECT line, position, text, attribute FROM all_errors WHERE owner = NVL(:o, USER) "
+            "AND name = :n AND type = :t ORDER BY sequence"
+        )
         rows = self._sql(query, {"o": owner, "n": name, "t": kind})
         errors = [r for r in rows if (r[3] or "ERROR") == "ERROR"]
         if not errors:
@@ -726,7 +826,9 @@ class OracleBackend(Backend):
                 raise UsageError("--plsql-db=dsn needs --plsql-dsn (or PLSQL_ORACLE_DSN)")
             self.admin_dsn = parse_dsn(dsn)
         else:
-            raise UsageError(f"--plsql-db={self.settings.db} is not available for oracle; use container or dsn")
+            raise UsageError(
+                f"--plsql-db={self.settings.db} is not available for oracle; use container or dsn"
+            )
         self.connect_string = self.admin_dsn.dsn
         self.connect_params = dict(self.admin_dsn.params)
         tns = os.environ.get("TNS_ADMIN")
@@ -746,7 +848,9 @@ class OracleBackend(Backend):
             try:
                 from testcontainers.oracle import OracleDbContainer  # type: ignore[no-redef]
             except ImportError:
-                raise UsageError("--plsql-db=container needs testcontainers: pip install 'pytest-plsqlbench[oracle]'") from None
+                raise UsageError(
+                    "--plsql-db=container needs testcontainers: pip install 'pytest-plsqlbench[oracle]'"
+                ) from None
         try:
             import docker
 
@@ -772,20 +876,30 @@ class OracleBackend(Backend):
         delay = 0.5
         while True:
             try:
-                conn = oracledb.connect(user=self.admin_dsn.user, password=self.admin_dsn.password,
-                                        dsn=self.connect_string, **self.connect_params)
+                conn = oracledb.connect(
+                    user=self.admin_dsn.user,
+                    password=self.admin_dsn.password,
+                    dsn=self.connect_string,
+                    **self.connect_params,
+                )
                 conn.outputtypehandler = _output_handler
                 return conn
             except oracledb.Error as exc:
                 codes, message = _codes_of(exc)
                 if "ORA-01017" in codes or "ORA-28000" in codes:
-                    raise UsageError(f"Oracle rejected the admin login {self.admin_dsn.redacted()}: {message}") from None
+                    raise UsageError(
+                        f"Oracle rejected the admin login {self.admin_dsn.redacted()}: {message}"
+                    ) from None
                 if time.monotonic() > deadline:
-                    raise InfrastructureError(f"cannot connect to Oracle at {self.admin_dsn.redacted()}: {message}") from exc
+                    raise InfrastructureError(
+                        f"cannot connect to Oracle at {self.admin_dsn.redacted()}: {message}"
+                    ) from exc
                 time.sleep(delay)
                 delay = min(delay * 2, 5)
 
-    def _admin_sql(self, text: str, params: Sequence[Any] | Mapping[str, Any] = (), ignore: Iterable[str] = ()) -> list[tuple[Any, ...]]:
+    def _admin_sql(
+        self, text: str, params: Sequence[Any] | Mapping[str, Any] = (), ignore: Iterable[str] = ()
+    ) -> list[tuple[Any, ...]]:
         oracledb = _driver()
         try:
             with self.admin.cursor() as cur:
@@ -796,21 +910,29 @@ class OracleBackend(Backend):
             if set(codes) & set(ignore):
                 return []
             if "ORA-01031" in codes:
-                raise UsageError(f"the admin account lacks a privilege the harness needs ({message}); "
-                                 "see docs/oracle.md") from None
+                raise UsageError(
+                    f"the admin account lacks a privilege the harness needs ({message}); see docs/oracle.md"
+                ) from None
             raise InfrastructureError(f"{message} (while running: {text[:80]})") from exc
 
     def _provision(self) -> None:
         self._version = f"Oracle Database {self.admin.version}"
-        rows = self._admin_sql("SELECT property_value FROM database_properties "
-                               "WHERE property_name = 'DEFAULT_PERMANENT_TABLESPACE'")
+        rows = self._admin_sql(
+            "SELECT property_value FROM database_properties "
+            "WHERE property_name = 'DEFAULT_PERMANENT_TABLESPACE'"
+        )
         self.tablespace = rows[0][0] if rows else "USERS"
-        self._admin_sql(f"CREATE TABLE {REGISTRY} (fixture_key VARCHAR2(256) PRIMARY KEY, status VARCHAR2(16), "
-                        "owners VARCHAR2(4000), loaded_at TIMESTAMP)", ignore=("ORA-00955",))
+        self._admin_sql(
+            f"CREATE TABLE {REGISTRY} (fixture_key VARCHAR2(256) PRIMARY KEY, status VARCHAR2(16), "
+            "owners VARCHAR2(4000), loaded_at TIMESTAMP)",
+            ignore=("ORA-00955",),
+        )
         ts = quote_ident(self.tablespace)
         user = quote_ident(self.candidate)
-        self._admin_sql(f'CREATE USER {user} IDENTIFIED BY "{self.candidate_password}" DEFAULT TABLESPACE {ts} '
-                        f"QUOTA 256M ON {ts}")
+        self._admin_sql(
+            f'CREATE USER {user} IDENTIFIED BY "{self.candidate_password}" DEFAULT TABLESPACE {ts} '
+            f"QUOTA 256M ON {ts}"
+        )
         self._candidate_created = True
         self._admin_sql(f"GRANT {', '.join(CANDIDATE_PRIVILEGES)} TO {user}")
 
@@ -835,8 +957,9 @@ class OracleBackend(Backend):
     def _drop_user(self, name: str) -> None:
         """Drop a user the harness created, ending its sessions first."""
         try:
-            for sid, serial in self._admin_sql("SELECT sid, serial# FROM v$session WHERE username = :u", [name],
-                                               ignore=("ORA-00942",)):
+            for sid, serial in self._admin_sql(
+                "SELECT sid, serial# FROM v$session WHERE username = :u", [name], ignore=("ORA-00942",)
+            ):
                 self.kill_session(sid, serial)
             self._admin_sql(f"DROP USER {quote_ident(name)} CASCADE", ignore=("ORA-01918",))
         except Exception as exc:  # noqa: BLE001 - cleanup must not mask the run's result
@@ -850,8 +973,10 @@ class OracleBackend(Backend):
         if not serial or self.admin is None:
             return
         try:
-            self._admin_sql(f"ALTER SYSTEM KILL SESSION '{int(sid)},{int(serial)}' IMMEDIATE",
-                            ignore=("ORA-00030", "ORA-00027", "ORA-00031"))
+            self._admin_sql(
+                f"ALTER SYSTEM KILL SESSION '{int(sid)},{int(serial)}' IMMEDIATE",
+                ignore=("ORA-00030", "ORA-00027", "ORA-00031"),
+            )
         except Exception as exc:  # noqa: BLE001
             log.warning("could not end session %s,%s: %s", sid, serial, exc)
 
@@ -872,13 +997,18 @@ class OracleBackend(Backend):
         if owned:
             with self._database_lock(fixture.key) as status:
                 if status == "loaded" and self._missing_users(owners):
-                    log.warning("fixture %s is registered as loaded but its schemas are gone; reloading", fixture.key)
+                    log.warning(
+                        "fixture %s is registered as loaded but its schemas are gone; reloading", fixture.key
+                    )
                     status = None
                 if status != "loaded":
                     self._load_owners(fixture, owners, owned)
                     status_row = ",".join(owners)
-                    self._lock_conn_sql(f"UPDATE {REGISTRY} SET status = 'loaded', owners = :o, "
-                                        "loaded_at = SYSTIMESTAMP WHERE fixture_key = :k", [status_row, fixture.key])
+                    self._lock_conn_sql(
+                        f"UPDATE {REGISTRY} SET status = 'loaded', owners = :o, "
+                        "loaded_at = SYSTIMESTAMP WHERE fixture_key = :k",
+                        [status_row, fixture.key],
+                    )
         for owner in owners:
             self._grant_read(owner)
         if candidate:
@@ -899,7 +1029,10 @@ class OracleBackend(Backend):
                     conn.commit()
                 except oracledb.IntegrityError:
                     conn.rollback()
-                cur.execute(f"SELECT status FROM {REGISTRY} WHERE fixture_key = :k FOR UPDATE WAIT {LOCK_WAIT_S}", [key])
+                cur.execute(
+                    f"SELECT status FROM {REGISTRY} WHERE fixture_key = :k FOR UPDATE WAIT {LOCK_WAIT_S}",
+                    [key],
+                )
                 row = cur.fetchone()
             yield row[0] if row else None
             conn.commit()
@@ -920,7 +1053,9 @@ class OracleBackend(Backend):
         with self._lock_conn.cursor() as cur:
             cur.execute(text, params)
 
-    def _load_owners(self, fixture: Fixture, owners: list[str], owned: list[tuple[str | None, Statement]]) -> None:
+    def _load_owners(
+        self, fixture: Fixture, owners: list[str], owned: list[tuple[str | None, Statement]]
+    ) -> None:
         ours = self._harness_owners()
         existing = set(owners) - set(self._missing_users(owners))
         foreign = sorted(existing - ours)
@@ -933,17 +1068,24 @@ class OracleBackend(Backend):
         for owner in owners:
             # Recorded (and committed) before the user exists, so a crash mid-load leaves a
             # schema the next run knows it may drop.
-            self._admin_sql(f"INSERT INTO {REGISTRY} (fixture_key, status, owners) VALUES (:k, 'owned', :o)",
-                            [f"owner:{owner}", owner], ignore=("ORA-00001",))
-            self._admin_sql(f"UPDATE {REGISTRY} SET status = 'stale' WHERE fixture_key NOT LIKE 'owner:%' "
-                            "AND fixture_key <> :k AND INSTR(',' || owners || ',', ',' || :o || ',') > 0",
-                            [fixture.key, owner])
+            self._admin_sql(
+                f"INSERT INTO {REGISTRY} (fixture_key, status, owners) VALUES (:k, 'owned', :o)",
+                [f"owner:{owner}", owner],
+                ignore=("ORA-00001",),
+            )
+            self._admin_sql(
+                f"UPDATE {REGISTRY} SET status = 'stale' WHERE fixture_key NOT LIKE 'owner:%' "
+                "AND fixture_key <> :k AND INSTR(',' || owners || ',', ',' || :o || ',') > 0",
+                [fixture.key, owner],
+            )
             self.admin.commit()
             if owner in existing:
                 log.info("reloading schema %s (its content changed)", owner)
                 self._drop_user(owner)
-            self._admin_sql(f"CREATE USER {quote_ident(owner)} NO AUTHENTICATION DEFAULT TABLESPACE {ts} "
-                            f"QUOTA UNLIMITED ON {ts}")
+            self._admin_sql(
+                f"CREATE USER {quote_ident(owner)} NO AUTHENTICATION DEFAULT TABLESPACE {ts} "
+                f"QUOTA UNLIMITED ON {ts}"
+            )
         by_owner: dict[str, list[Statement]] = {}
         for owner, stmt in owned:
             by_owner.setdefault(owner or owners[0], []).append(stmt)
@@ -953,7 +1095,12 @@ class OracleBackend(Backend):
 
     def _missing_users(self, names: Sequence[str]) -> list[str]:
         binds = ", ".join(f":{i}" for i in range(len(names)))
-        found = {r[0] for r in self._admin_sql(f"SELECT username FROM all_users WHERE username IN ({binds})", list(names))}
+        found = {
+            r[0]
+            for r in self._admin_sql(
+                f"SELECT username FROM all_users WHERE username IN ({binds})", list(names)
+            )
+        }
         return [n for n in names if n not in found]
 
     def _harness_owners(self) -> set[str]:
@@ -973,29 +1120,39 @@ class OracleBackend(Backend):
                     except oracledb.Error as exc:
                         codes, message = _codes_of(exc)
                         if set(codes) & CONNECTION_CODES:
-                            raise InfrastructureError(f"lost the database while loading fixture {key!r}: {message}") from exc
+                            raise InfrastructureError(
+                                f"lost the database while loading fixture {key!r}: {message}"
+                            ) from exc
                         raise InfrastructureError(
                             f"fixture {key!r} failed to load at script line {stmt.line}: {message.splitlines()[0]}"
                         ) from exc
                     if cur.warning is not None:
-                        raise InfrastructureError(f"fixture {key!r}: statement at script line {stmt.line} "
-                                                  "compiled with errors")
+                        raise InfrastructureError(
+                            f"fixture {key!r}: statement at script line {stmt.line} compiled with errors"
+                        )
             self.admin.commit()
         finally:
-            self._admin_sql("ALTER SESSION SET CURRENT_SCHEMA = " + quote_ident(self.admin_dsn.user.upper()
-                                                                                 if self.admin_dsn else "SYSTEM"),
-                            ignore=("ORA-01435", "ORA-02421"))
+            self._admin_sql(
+                "ALTER SESSION SET CURRENT_SCHEMA = "
+                + quote_ident(self.admin_dsn.user.upper() if self.admin_dsn else "SYSTEM"),
+                ignore=("ORA-01435", "ORA-02421"),
+            )
 
     def _grant_read(self, owner: str) -> None:
         """SELECT on the owner's tables and views, EXECUTE on its types and program units."""
-        rows = self._admin_sql("SELECT object_name, object_type FROM all_objects WHERE owner = :o AND object_type IN "
-                               "('TABLE', 'VIEW', 'MATERIALIZED VIEW', 'SEQUENCE', 'TYPE', 'PACKAGE', 'FUNCTION', "
-                               "'PROCEDURE')", [owner])
+        rows = self._admin_sql(
+            "SELECT object_name, object_type FROM all_objects WHERE owner = :o AND object_type IN "
+            "('TABLE', 'VIEW', 'MATERIALIZED VIEW', 'SEQUENCE', 'TYPE', 'PACKAGE', 'FUNCTION', "
+            "'PROCEDURE')",
+            [owner],
+        )
         grantee = quote_ident(self.candidate)
         for name, kind in rows:
             priv = "SELECT" if kind in ("TABLE", "VIEW", "MATERIALIZED VIEW", "SEQUENCE") else "EXECUTE"
-            self._admin_sql(f"GRANT {priv} ON {quote_ident(owner)}.{quote_ident(name)} TO {grantee}",
-                            ignore=("ORA-01720", "ORA-04042"))
+            self._admin_sql(
+                f"GRANT {priv} ON {quote_ident(owner)}.{quote_ident(name)} TO {grantee}",
+                ignore=("ORA-01720", "ORA-04042"),
+            )
 
     def baseline_snapshot(self, session: OracleSession) -> Snapshot:
         """The candidate schema as fixtures left it (taken once after the last fixture load)."""
@@ -1005,7 +1162,9 @@ class OracleBackend(Backend):
 
     def rebuild_candidate(self) -> None:
         """Janitor of last resort: empty the candidate schema and re-run its fixture statements."""
-        rows = self._admin_sql("SELECT object_name, object_type FROM all_objects WHERE owner = :o", [self.candidate])
+        rows = self._admin_sql(
+            "SELECT object_name, object_type FROM all_objects WHERE owner = :o", [self.candidate]
+        )
         oracledb = _driver()
         self._admin_sql(f"ALTER SESSION SET CURRENT_SCHEMA = {quote_ident(self.candidate)}")
         try:
@@ -1017,9 +1176,11 @@ class OracleBackend(Backend):
                     log.debug("rebuild: %s: %s", stmt, _codes_of(exc)[1])
             self._admin_sql("PURGE RECYCLEBIN", ignore=("ORA-38301",))
         finally:
-            self._admin_sql("ALTER SESSION SET CURRENT_SCHEMA = " + quote_ident(self.admin_dsn.user.upper()
-                                                                                 if self.admin_dsn else "SYSTEM"),
-                            ignore=("ORA-01435", "ORA-02421"))
+            self._admin_sql(
+                "ALTER SESSION SET CURRENT_SCHEMA = "
+                + quote_ident(self.admin_dsn.user.upper() if self.admin_dsn else "SYSTEM"),
+                ignore=("ORA-01435", "ORA-02421"),
+            )
         if self._candidate_statements:
             self._run_as(self.candidate, self._candidate_statements, "candidate baseline")
         self._baseline = None
@@ -1032,7 +1193,11 @@ class OracleBackend(Backend):
 
     def alive(self) -> bool:
         try:
-            return self.admin is not None and self.admin.is_healthy() and bool(self._admin_sql("SELECT 1 FROM dual"))
+            return (
+                self.admin is not None
+                and self.admin.is_healthy()
+                and bool(self._admin_sql("SELECT 1 FROM dual"))
+            )
         except Exception:  # noqa: BLE001
             return False
 
@@ -1060,6 +1225,9 @@ class OracleBackend(Backend):
     # ----------------------------------------------------------------- tests
     def candidate_objects(self) -> list[tuple[str, str]]:
         """Objects in the candidate schema (tests assert the janitor leaves it at baseline)."""
-        rows = self._admin_sql("SELECT object_name, object_type FROM all_objects WHERE owner = :o "
-                               "AND object_name NOT LIKE 'BIN$%' ORDER BY 1, 2", [self.candidate])
+        rows = self._admin_sql(
+            "SELECT object_name, object_type FROM all_objects WHERE owner = :o "
+            "AND object_name NOT LIKE 'BIN$%' ORDER BY 1, 2",
+            [self.candidate],
+        )
         return [(n, t) for n, t in rows]

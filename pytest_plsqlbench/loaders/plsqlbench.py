@@ -27,7 +27,9 @@ LOADERS = ("spider", "spider2-st", "spider2-mt")
 
 
 @pytest.hookimpl(trylast=True)
-def pytest_plsql_load_subset(config: pytest.Config, manifest: Manifest, settings: Settings) -> list[Task] | None:
+def pytest_plsql_load_subset(
+    config: pytest.Config, manifest: Manifest, settings: Settings
+) -> list[Task] | None:
     if manifest.loader not in LOADERS:
         return None
     from ..spider.build import load
@@ -35,7 +37,9 @@ def pytest_plsql_load_subset(config: pytest.Config, manifest: Manifest, settings
 
     root = resolve(manifest, settings)
     if not root.is_dir():
-        raise UsageError(f"subset {manifest.name!r}: the PLSQLBench data must be a folder (a release clone), not {root}")
+        raise UsageError(
+            f"subset {manifest.name!r}: the PLSQLBench data must be a folder (a release clone), not {root}"
+        )
     tasks, notes = load(manifest, settings, root)
     runnable = sum(1 for t in tasks if not t.metadata.get("not_runnable"))
     log.info("subset %s: %d task(s) from %s, %d runnable", manifest.name, len(tasks), root, runnable)

@@ -121,8 +121,10 @@ def gold_shape(gold: str) -> tuple[bool, int | None]:
         select = select.this
     if not isinstance(select, exp.Select):
         return ordered, None
-    star = any(isinstance(e, exp.Star) or (isinstance(e, exp.Column) and isinstance(e.this, exp.Star))
-               for e in select.expressions)
+    star = any(
+        isinstance(e, exp.Star) or (isinstance(e, exp.Column) and isinstance(e.this, exp.Star))
+        for e in select.expressions
+    )
     return ordered, None if star else len(select.expressions)
 
 
@@ -138,10 +140,14 @@ class _Schema:
         self.cache = data_cache_dir(settings) if settings.dialect == "postgres" else None
 
     def describe(self) -> str:
-        files = ", ".join(str(p.relative_to(self.notes.root)) for p in self.catalog.ddl_files) or "no DDL file"
+        files = (
+            ", ".join(str(p.relative_to(self.notes.root)) for p in self.catalog.ddl_files) or "no DDL file"
+        )
         return files
 
-    def resolve(self, tables: list[str], db_id: str) -> tuple[tuple[Fixture, ...], str | None, dict[str, Any]]:
+    def resolve(
+        self, tables: list[str], db_id: str
+    ) -> tuple[tuple[Fixture, ...], str | None, dict[str, Any]]:
         """(fixtures, schema DDL for the prompt, metadata) -- metadata says if it can run."""
         owners = _owners(tables, db_id, self.catalog)
         meta: dict[str, Any] = {"owners": owners, "data_revision": self.revision}
@@ -167,9 +173,11 @@ class _Schema:
                 if pg.problems:
                     self.notes.schema_problems[owner] = pg.problems
                     meta["schema_problems"] = len(pg.problems)
-        keys = tables if self.prompt_scope == "tables" or not tables else [
-            t.key for o in owners for t in self.catalog.owner_tables(o)
-        ]
+        keys = (
+            tables
+            if self.prompt_scope == "tables" or not tables
+            else [t.key for o in owners for t in self.catalog.owner_tables(o)]
+        )
         ddl = self.catalog.ddl_text(keys, self.settings.dialect)
         return tuple(fixtures), ddl or None, meta
 
@@ -180,9 +188,13 @@ def load(manifest: Manifest, settings: Settings, root: Path) -> tuple[list[Task]
     loader = manifest.loader
     family = FAMILY[loader]
     catalog = Catalog.spider(root) if family == "spider" else Catalog.spider2(root)
-    notes = LoadNotes(manifest.name, root, family,
-                      [str(p.relative_to(root)) for p in catalog.ddl_files],
-                      [str(p.relative_to(root)) for p in catalog.dml_files])
+    notes = LoadNotes(
+        manifest.name,
+        root,
+        family,
+        [str(p.relative_to(root)) for p in catalog.ddl_files],
+        [str(p.relative_to(root)) for p in catalog.dml_files],
+    )
     notes.orphan_data = catalog.orphan_data()
     scope = str(manifest.options.get("schema_prompt", "tables"))
     if scope not in ("tables", "owner"):
@@ -237,11 +249,19 @@ def _spider(manifest: Manifest, settings: Settings, root: Path, schema: _Schema)
         if columns:
             options["columns"] = columns
         test = UnitTest(id="result", kind="rows", script=None, options=options)
-        tasks.append(Task(
-            id=iid, subset=manifest.name, dialect=settings.dialect,  # type: ignore[arg-type]
-            turns=(Turn(1, prompt.rstrip() + "\n", (test,), reference, source_id=iid),),
-            fixtures=fixtures, schema_ddl=ddl, answer_mode="execute", markers=_with_status([], meta), metadata=meta,
-        ))
+        tasks.append(
+            Task(
+                id=iid,
+                subset=manifest.name,
+                dialect=settings.dialect,  # type: ignore[arg-type]
+                turns=(Turn(1, prompt.rstrip() + "\n", (test,), reference, source_id=iid),),
+                fixtures=fixtures,
+                schema_ddl=ddl,
+                answer_mode="execute",
+                markers=_with_status([], meta),
+                metadata=meta,
+            )
+        )
     return tasks
 
 
@@ -273,16 +293,25 @@ def _spider2_st(manifest: Manifest, settings: Settings, root: Path, schema: _Sch
         constructs, constructs_from = _constructs(annotation, reference)
         meta.update({"db_id": db_id, "tables": tables, "instance_id": iid})
         meta.update(_annotation_meta(annotation, constructs, constructs_from))
-        tasks.append(Task(
-            id=iid, subset=manifest.name, dialect=settings.dialect,  # type: ignore[arg-type]
-            turns=(Turn(1, question.rstrip() + "\n", _tests(row, rec.where), reference, source_id=iid),),
-            entry_points=_entry_points(reference), fixtures=fixtures, schema_ddl=ddl,
-            markers=_with_status(_markers(annotation, constructs), meta), metadata=meta,
-        ))
+        tasks.append(
+            Task(
+                id=iid,
+                subset=manifest.name,
+                dialect=settings.dialect,  # type: ignore[arg-type]
+                turns=(Turn(1, question.rstrip() + "\n", _tests(row, rec.where), reference, source_id=iid),),
+                entry_points=_entry_points(reference),
+                fixtures=fixtures,
+                schema_ddl=ddl,
+                markers=_with_status(_markers(annotation, constructs), meta),
+                metadata=meta,
+            )
+        )
     return tasks
 
 
-def _annotation_meta(annotation: Mapping[str, Any], constructs: list[str], source: str | None) -> dict[str, Any]:
+def _annotation_meta(
+    annotation: Mapping[str, Any], constructs: list[str], source: str | None
+) -> dict[str, Any]:
     out: dict[str, Any] = {}
     if isinstance(annotation.get("difficulty"), str):
         out["difficulty"] = annotation["difficulty"]
@@ -296,7 +325,9 @@ def _annotation_meta(annotation: Mapping[str, Any], constructs: list[str], sourc
     return out
 
 
-def _spider2_mt(manifest: Manifest, settings: Settings, root: Path, schema: _Schema, notes: LoadNotes) -> list[Task]:
+def _spider2_mt(
+    manifest: Manifest, settings: Settings, root: Path, schema: _Schema, notes: LoadNotes
+) -> list[Task]:
     path = release.require(root, release.SPIDER2_MT, manifest.name)
     metadata = release.metadata_by_id(root, release.META_MT)
     conversations: dict[str, list[release.Record]] = defaultdict(list)
@@ -309,7 +340,9 @@ def _spider2_mt(manifest: Manifest, settings: Settings, root: Path, schema: _Sch
     for cid, recs in conversations.items():
         recs.sort(key=lambda r: r.data["turn_index"])
         indexes = [r.data["turn_index"] for r in recs]
-        count = recs[0].data.get("turn_count") if isinstance(recs[0].data.get("turn_count"), int) else len(recs)
+        count = (
+            recs[0].data.get("turn_count") if isinstance(recs[0].data.get("turn_count"), int) else len(recs)
+        )
         if indexes != list(range(1, count + 1)):
             why = f"conversation {cid}: turns {indexes} of {count} in the data; not collected (incomplete)"
             log.warning("subset %s: %s", manifest.name, why)
@@ -323,24 +356,45 @@ def _spider2_mt(manifest: Manifest, settings: Settings, root: Path, schema: _Sch
             constructs, constructs_from = _constructs(annotation, row["reference_answer"])
             markers += _markers(annotation, constructs)
             difficulty = annotation.get("difficulty")
-            if difficulty in DIFFICULTY_ORDER and (hardest is None or DIFFICULTY_ORDER.index(difficulty) > DIFFICULTY_ORDER.index(hardest)):
+            if difficulty in DIFFICULTY_ORDER and (
+                hardest is None or DIFFICULTY_ORDER.index(difficulty) > DIFFICULTY_ORDER.index(hardest)
+            ):
                 hardest = difficulty
-            per_turn.append({"turn": row["turn_index"], "instance_id": row["instance_id"],
-                             **_annotation_meta(annotation, constructs, constructs_from)})
+            per_turn.append(
+                {
+                    "turn": row["turn_index"],
+                    "instance_id": row["instance_id"],
+                    **_annotation_meta(annotation, constructs, constructs_from),
+                }
+            )
             tables += [t for t in release.iter_strings(row.get("tables")) if t not in tables]
             db_ids.append(str(row.get("db_id") or ""))
-            turns.append(Turn(row["turn_index"], row["question"].rstrip() + "\n", _tests(row, rec.where),
-                              row["reference_answer"], source_id=row["instance_id"]))
+            turns.append(
+                Turn(
+                    row["turn_index"],
+                    row["question"].rstrip() + "\n",
+                    _tests(row, rec.where),
+                    row["reference_answer"],
+                    source_id=row["instance_id"],
+                )
+            )
         db_id = db_ids[0]
         fixtures, ddl, meta = schema.resolve(tables, db_id)
         meta.update({"db_id": db_id, "tables": tables, "conversation_id": cid, "turns": per_turn})
         if hardest:
             meta["difficulty"] = hardest
         entry_points = tuple(dict.fromkeys(n for t in turns for n in _entry_points(t.reference)))
-        tasks.append(Task(
-            id=cid, subset=manifest.name, dialect=settings.dialect,  # type: ignore[arg-type]
-            turns=tuple(turns), entry_points=entry_points, fixtures=fixtures, schema_ddl=ddl,
-            markers=_with_status(markers, meta), metadata=meta,
-        ))
+        tasks.append(
+            Task(
+                id=cid,
+                subset=manifest.name,
+                dialect=settings.dialect,  # type: ignore[arg-type]
+                turns=tuple(turns),
+                entry_points=entry_points,
+                fixtures=fixtures,
+                schema_ddl=ddl,
+                markers=_with_status(markers, meta),
+                metadata=meta,
+            )
+        )
     return tasks
-

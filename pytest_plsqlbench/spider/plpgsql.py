@@ -39,17 +39,45 @@ EXCEPTIONS = {
     "OTHERS": "OTHERS",
 }
 SCALAR_TYPES = {
-    "NUMBER": "numeric", "NUMERIC": "numeric", "DECIMAL": "numeric", "INTEGER": "numeric", "INT": "numeric",
-    "SMALLINT": "numeric", "PLS_INTEGER": "integer", "BINARY_INTEGER": "integer", "SIMPLE_INTEGER": "integer",
-    "NATURAL": "integer", "POSITIVE": "integer", "FLOAT": "double precision", "BINARY_DOUBLE": "double precision",
-    "BINARY_FLOAT": "real", "VARCHAR2": "varchar", "NVARCHAR2": "varchar", "VARCHAR": "varchar",
-    "CHAR": "char", "NCHAR": "char", "CLOB": "text", "NCLOB": "text", "LONG": "text", "DATE": "timestamp(0)",
-    "TIMESTAMP": "timestamp", "BOOLEAN": "boolean",
+    "NUMBER": "numeric",
+    "NUMERIC": "numeric",
+    "DECIMAL": "numeric",
+    "INTEGER": "numeric",
+    "INT": "numeric",
+    "SMALLINT": "numeric",
+    "PLS_INTEGER": "integer",
+    "BINARY_INTEGER": "integer",
+    "SIMPLE_INTEGER": "integer",
+    "NATURAL": "integer",
+    "POSITIVE": "integer",
+    "FLOAT": "double precision",
+    "BINARY_DOUBLE": "double precision",
+    "BINARY_FLOAT": "real",
+    "VARCHAR2": "varchar",
+    "NVARCHAR2": "varchar",
+    "VARCHAR": "varchar",
+    "CHAR": "char",
+    "NCHAR": "char",
+    "CLOB": "text",
+    "NCLOB": "text",
+    "LONG": "text",
+    "DATE": "timestamp(0)",
+    "TIMESTAMP": "timestamp",
+    "BOOLEAN": "boolean",
 }
 REJECTED_STATEMENTS = {
-    "INSERT": "DML", "UPDATE": "DML", "DELETE": "DML", "MERGE": "DML", "COMMIT": "transaction control",
-    "ROLLBACK": "transaction control", "SAVEPOINT": "transaction control", "EXECUTE": "dynamic SQL",
-    "GOTO": "GOTO", "CASE": "a CASE statement", "FORALL": "FORALL", "PIPE": "PIPE ROW",
+    "INSERT": "DML",
+    "UPDATE": "DML",
+    "DELETE": "DML",
+    "MERGE": "DML",
+    "COMMIT": "transaction control",
+    "ROLLBACK": "transaction control",
+    "SAVEPOINT": "transaction control",
+    "EXECUTE": "dynamic SQL",
+    "GOTO": "GOTO",
+    "CASE": "a CASE statement",
+    "FORALL": "FORALL",
+    "PIPE": "PIPE ROW",
 }
 
 
@@ -385,7 +413,13 @@ class _Parser:
             return f"FOR {pg_ident(var)} IN {lo}..{hi} LOOP"
         if reverse:
             raise TranslateError("REVERSE over a query")
-        if source and source[0].value == "(" and source[-1].value == ")" and len(source) > 2 and source[1].up in ("SELECT", "WITH"):
+        if (
+            source
+            and source[0].value == "("
+            and source[-1].value == ")"
+            and len(source) > 2
+            and source[1].up in ("SELECT", "WITH")
+        ):
             self.records[-1].add(pg_ident(var))
             return f"FOR {pg_ident(var)} IN {_query(source[1:-1])} LOOP"
         if source and source[0].up in self.cursors:
@@ -418,7 +452,8 @@ class _Parser:
         if head in ("SELECT", "WITH"):
             return self.select_into(toks)
         if head in ("OPEN", "CLOSE"):
-            return f"{head} {pg_ident(toks[1].value)}{'(' + ', '.join(_args(toks[2:])) + ')' if len(toks) > 2 else ''};"
+            args = f"({', '.join(_args(toks[2:]))})" if len(toks) > 2 else ""
+            return f"{head} {pg_ident(toks[1].value)}{args};"
         if head == "FETCH":
             if "BULK" in words:
                 raise TranslateError("BULK COLLECT")
@@ -542,4 +577,3 @@ def translate_reference(script: str) -> str:
     if not out:
         raise TranslateError("no code")
     return "\n".join(out) + "\n"
-

@@ -15,8 +15,7 @@ import re
 ORACLE_MARKER = re.compile(r"\n\s*Write PL/SQL code that answers this query\.?", re.I)
 
 POSTGRES_INSTRUCTION = (
-    "Write PL/pgSQL code for PostgreSQL that answers this query: one anonymous block "
-    "(DO $$ ... $$;)."
+    "Write PL/pgSQL code for PostgreSQL that answers this query: one anonymous block (DO $$ ... $$;)."
 )
 
 POSTGRES_RULES = """\

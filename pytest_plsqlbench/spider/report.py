@@ -60,19 +60,28 @@ class SpiderReport:
             pytest.skip(f"not runnable: {task.metadata['not_runnable']}")
 
     @pytest.hookimpl(wrapper=True)
-    def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, Any, Any]:
+    def pytest_runtest_makereport(
+        self, item: pytest.Item, call: pytest.CallInfo[None]
+    ) -> Generator[None, Any, Any]:
         report = yield
         task = _task_of(item)
         outcome = getattr(item, "outcome", None)
         if call.when != "call" or task is None or task.subset not in self.tasks or outcome is None:
             return report
         rec: dict[str, Any] = {
-            "subset": task.subset, "task_id": task.id, "passed": outcome.passed,
-            "failure_class": outcome.failure_class, "data_rows": task.metadata.get("data_rows", 0),
+            "subset": task.subset,
+            "task_id": task.id,
+            "passed": outcome.passed,
+            "failure_class": outcome.failure_class,
+            "data_rows": task.metadata.get("data_rows", 0),
         }
         test = item.test  # type: ignore[attr-defined]
-        if (self.settings.model == "reference" and test.kind == "rows" and not outcome.passed
-                and outcome.failure_class == outcomes.WRONG_OUTPUT):
+        if (
+            self.settings.model == "reference"
+            and test.kind == "rows"
+            and not outcome.passed
+            and outcome.failure_class == outcomes.WRONG_OUTPUT
+        ):
             ok, rules = compare_rows_lenient(outcome.expected or [], outcome.actual or [], test.options)
             rec["lenient"], rec["rules"] = ok, list(rules)
         report.plsql_spider = rec
@@ -126,9 +135,12 @@ class SpiderReport:
             }
             translated = [t for t in tasks if "reference_translated" in t.metadata]
             if translated:
-                entry["references_translated"] = sum(1 for t in translated if t.metadata["reference_translated"])
+                entry["references_translated"] = sum(
+                    1 for t in translated if t.metadata["reference_translated"]
+                )
                 entry["references_not_translated"] = {
-                    t.id: t.metadata.get("reference_translation_error") for t in translated
+                    t.id: t.metadata.get("reference_translation_error")
+                    for t in translated
                     if not t.metadata["reference_translated"]
                 }
             gold = [t for t in tasks if "gold_transpiled" in t.metadata]
@@ -145,15 +157,18 @@ class SpiderReport:
         for r in recs:
             by_task[r["task_id"]].append(r)
         strict = [t for t, rs in by_task.items() if all(r["passed"] for r in rs)]
-        excluded = [t for t, rs in by_task.items() if any(r["failure_class"] in outcomes.EXCLUDED for r in rs)]
+        excluded = [
+            t for t, rs in by_task.items() if any(r["failure_class"] in outcomes.EXCLUDED for r in rs)
+        ]
         failed = [t for t in by_task if t not in strict and t not in excluded]
         lenient = [t for t in failed if all(r["passed"] or r.get("lenient") for r in by_task[t])]
         rules: Counter[str] = Counter()
         for t in lenient:
             for r in by_task[t]:
                 rules.update(r.get("rules") or ())
-        classes: Counter[str] = Counter(r["failure_class"] for t in failed if t not in lenient for r in by_task[t]
-                                        if not r["passed"])
+        classes: Counter[str] = Counter(
+            r["failure_class"] for t in failed if t not in lenient for r in by_task[t] if not r["passed"]
+        )
         return {
             "run": len(by_task),
             "pass_strict": len(strict),
@@ -168,43 +183,63 @@ class SpiderReport:
     def lines(self) -> list[str]:
         out: list[str] = []
         for subset, s in self.summary().items():
-            out.append(f"{subset} ({s['dialect']}, data {s['data_revision']}): {s['tasks']} task(s) in the data")
-            line = (f"  runnable: {s['runnable']} ({s['runnable_with_data']} with data, "
-                    f"{s['runnable_on_empty_tables']} on empty tables)")
+            out.append(
+                f"{subset} ({s['dialect']}, data {s['data_revision']}): {s['tasks']} task(s) in the data"
+            )
+            line = (
+                f"  runnable: {s['runnable']} ({s['runnable_with_data']} with data, "
+                f"{s['runnable_on_empty_tables']} on empty tables)"
+            )
             if not self.config.getoption("collectonly", False):
-                line += (f"; ran: {s['ran']} ({s['ran_with_data']} with data, "
-                         f"{s['ran_on_empty_tables']} on empty tables)")
+                line += (
+                    f"; ran: {s['ran']} ({s['ran_with_data']} with data, "
+                    f"{s['ran_on_empty_tables']} on empty tables)"
+                )
             out.append(line)
             for reason, ids in s["not_runnable"].items():
                 out.append(f"  not runnable ({len(ids)}): {reason}: {_ids(ids)}")
             for why in s["not_collected"]:
                 out.append(f"  not collected: {why}")
             for owner, problems in s["schema_problems"].items():
-                out.append(f"  schema {owner}: {len(problems)} part(s) left out of the PostgreSQL port, e.g. {problems[0]}")
+                out.append(
+                    f"  schema {owner}: {len(problems)} part(s) left out of the PostgreSQL port, e.g. {problems[0]}"
+                )
             if s["data_without_ddl"]:
-                out.append(f"  data without DDL (not loadable, {len(s['data_without_ddl'])} table(s)): "
-                           f"{_ids(s['data_without_ddl'])}")
+                out.append(
+                    f"  data without DDL (not loadable, {len(s['data_without_ddl'])} table(s)): "
+                    f"{_ids(s['data_without_ddl'])}"
+                )
             if "gold_transpiled" in s:
                 out.append(f"  gold SQL transpiled to PostgreSQL: {s['gold_transpiled']} of {s['tasks']}")
             if "references_translated" in s:
                 missing = s["references_not_translated"]
-                out.append(f"  published references translated to PL/pgSQL: {s['references_translated']} of "
-                           f"{s['references_translated'] + len(missing)}")
+                out.append(
+                    f"  published references translated to PL/pgSQL: {s['references_translated']} of "
+                    f"{s['references_translated'] + len(missing)}"
+                )
                 for tid, why in list(missing.items())[:SHOW_IDS]:
                     out.append(f"    not translated: {tid}: {why}")
             ref = s.get("references")
             if ref:
                 rules = ", ".join(f"{k} {v}" for k, v in sorted(ref["lenient_rules"].items())) or "-"
-                out.append(f"  published references run: {ref['run']}; pass the strict comparator: {ref['pass_strict']}; "
-                           f"fail it merely on formatting (lenient pass): {ref['fail_strict_pass_lenient']} [{rules}]; "
-                           f"fail both: {len(ref['fail_both'])}; not evaluated: {len(ref['not_evaluated'])}")
+                out.append(
+                    f"  published references run: {ref['run']}; pass the strict comparator: {ref['pass_strict']}; "
+                    f"fail it merely on formatting (lenient pass): {ref['fail_strict_pass_lenient']} [{rules}]; "
+                    f"fail both: {len(ref['fail_both'])}; not evaluated: {len(ref['not_evaluated'])}"
+                )
                 if ref["lenient_tasks"]:
                     out.append(f"    formatting only: {_ids(ref['lenient_tasks'])}")
                 if ref["fail_both"]:
-                    out.append(f"    failing: {_ids(ref['fail_both'])} ({', '.join(f'{k} {v}' for k, v in ref['fail_classes'].items())})")
+                    out.append(
+                        f"    failing: {_ids(ref['fail_both'])} ({_counts(ref['fail_classes'])})"
+                    )
         if any("references" in s for s in self.summary().values()):
             out.append("  lenient rules: " + "; ".join(f"{k} = {v}" for k, v in LENIENT_RULES.items()))
         return out
+
+
+def _counts(counts: dict[str, int]) -> str:
+    return ", ".join(f"{k} {v}" for k, v in counts.items())
 
 
 def _task_of(item: pytest.Item) -> Task | None:

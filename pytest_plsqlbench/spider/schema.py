@@ -133,10 +133,16 @@ class Catalog:
                 raise DataError(f"{rec.where}: expected 'CREATE TABLE OWNER.TABLE ...', got {sql[:60]!r}")
             owner, name = _bare(m.group(1)), _bare(m.group(2))
             refs = frozenset(f"{_bare(a)}.{_bare(b)}" for a, b in _REFERENCES.findall(sql))
-            table = Table(owner, name, sql.strip().rstrip(";"), str(rec.data.get("db_id") or owner), rec.where, refs)
+            table = Table(
+                owner, name, sql.strip().rstrip(";"), str(rec.data.get("db_id") or owner), rec.where, refs
+            )
             if table.key in self.tables:
-                log.warning("%s: table %s already defined at %s; keeping the first", rec.where, table.key,
-                            self.tables[table.key].where)
+                log.warning(
+                    "%s: table %s already defined at %s; keeping the first",
+                    rec.where,
+                    table.key,
+                    self.tables[table.key].where,
+                )
                 continue
             self.tables[table.key] = table
 
@@ -144,7 +150,9 @@ class Catalog:
         for stmt in statements:
             m = _INSERT_HEAD.match(stmt)
             if m is None:
-                raise DataError(f"{where}: expected 'INSERT INTO OWNER.TABLE (...) VALUES ...', got {stmt[:60]!r}")
+                raise DataError(
+                    f"{where}: expected 'INSERT INTO OWNER.TABLE (...) VALUES ...', got {stmt[:60]!r}"
+                )
             key = f"{_bare(m.group('owner'))}.{_bare(m.group('table'))}"
             self.inserts.setdefault(key, []).append(stmt.strip().rstrip(";"))
             if not isinstance(total_rows, int):
@@ -163,7 +171,9 @@ class Catalog:
         if tables is None:
             raise DataError(f"{path}: no 'tables' object (is this spider_dml.json?)")
         for name, info in tables:
-            statements = list(release.iter_strings(info.get("insert_statements") if hasattr(info, "get") else None))
+            statements = list(
+                release.iter_strings(info.get("insert_statements") if hasattr(info, "get") else None)
+            )
             self._add_inserts(statements, f"{path} table {name}", info.get("total_rows"))
 
     def add_jsonl_dml(self, path: Path) -> None:
@@ -351,18 +361,25 @@ def _read_cache(cache_dir: Path | None, digest: str) -> tuple[str, int, int, lis
         return None
     lines = script.split("\n")
     n = int(m.group(3))
-    problems = [line[len("-- problem: "):] for line in lines[:n]]
+    problems = [line[len("-- problem: ") :] for line in lines[:n]]
     return "\n".join(lines[n:]), int(m.group(1)), int(m.group(2)), problems
 
 
-def _write_cache(cache_dir: Path | None, digest: str, script: str, tables: int, rows: int, problems: list[str]) -> None:
+def _write_cache(
+    cache_dir: Path | None, digest: str, script: str, tables: int, rows: int, problems: list[str]
+) -> None:
     path = _cache_path(cache_dir, digest)
     if path is None:
         return
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        body = "\n".join([f"-- cache tables={tables} rows={rows} problems={len(problems)}",
-                          *(f"-- problem: {p.replace(chr(10), ' ')}" for p in problems), script])
+        body = "\n".join(
+            [
+                f"-- cache tables={tables} rows={rows} problems={len(problems)}",
+                *(f"-- problem: {p.replace(chr(10), ' ')}" for p in problems),
+                script,
+            ]
+        )
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             fh.write(body)

@@ -104,7 +104,11 @@ def _functions(tree: exp.Expression) -> exp.Expression:
     def rewrite(node: exp.Expression) -> exp.Expression:
         if isinstance(node, exp.Literal) and node.is_string and node.this == "":
             return exp.Null()  # Oracle's '' is NULL
-        if isinstance(node, exp.Anonymous) and str(node.this).upper() == "TO_CLOB" and len(node.expressions) == 1:
+        if (
+            isinstance(node, exp.Anonymous)
+            and str(node.this).upper() == "TO_CLOB"
+            and len(node.expressions) == 1
+        ):
             return exp.cast(node.expressions[0], "TEXT")
         if isinstance(node, exp.ToNumber) and not node.args.get("format"):
             return exp.cast(node.this, exp.DataType.build("DECIMAL"))
@@ -155,7 +159,9 @@ def _rownum(tree: exp.Expression) -> exp.Expression:
         if not found:
             continue
         if select.args.get("order"):
-            raise TranspileError("ROWNUM filters rows before ORDER BY in the same query block; PostgreSQL's LIMIT does not")
+            raise TranspileError(
+                "ROWNUM filters rows before ORDER BY in the same query block; PostgreSQL's LIMIT does not"
+            )
         keep = [c for c in conjuncts if all(c is not f for f, _ in found)]
         n = min(n for _, n in found)
         if keep:
@@ -192,7 +198,9 @@ def _types(tree: exp.Expression) -> exp.Expression:
         if isinstance(node, exp.DataType):
             if node.this in mapping and not isinstance(node.parent, exp.Cast):
                 return mapping[node.this].copy()
-            if node.this == exp.DataType.Type.USERDEFINED and str(node.args.get("kind", "")).upper().startswith("RAW"):
+            if node.this == exp.DataType.Type.USERDEFINED and str(
+                node.args.get("kind", "")
+            ).upper().startswith("RAW"):
                 return exp.DataType.build("BYTEA")
         return node
 
@@ -250,7 +258,12 @@ def ddl_to_postgres(sql: str, known_tables: frozenset[str] = frozenset()) -> tup
             target = ref.find(exp.Table) if ref is not None else None
             target_name = f"{target.db}.{target.name}".upper() if target is not None else ""
             if known_tables and target_name not in known_tables:
-                log.info("dropping foreign key %s of %s: %s is not in the data", item.name, table.sql(), target_name)
+                log.info(
+                    "dropping foreign key %s of %s: %s is not in the data",
+                    item.name,
+                    table.sql(),
+                    target_name,
+                )
                 continue
             keys.append(item)
     _types(tree)

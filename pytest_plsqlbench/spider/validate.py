@@ -36,18 +36,26 @@ def validate_subset(settings: Settings, subset_name: str) -> tuple[list[str], bo
     if manifest is None:
         raise UsageError(f"unknown subset {subset_name!r}; known subsets: {', '.join(sorted(manifests))}")
     if manifest.loader not in LOADERS:
-        raise UsageError(f"subset {subset_name!r} is not a schema-grounded PLSQLBench subset (loader {manifest.loader!r})")
+        raise UsageError(
+            f"subset {subset_name!r} is not a schema-grounded PLSQLBench subset (loader {manifest.loader!r})"
+        )
     if settings.dialect not in manifest.dialects:
-        raise UsageError(f"subset {subset_name!r} exists only for {', '.join(manifest.dialects)}, "
-                         f"not for --plsql-dialect={settings.dialect}")
+        raise UsageError(
+            f"subset {subset_name!r} exists only for {', '.join(manifest.dialects)}, "
+            f"not for --plsql-dialect={settings.dialect}"
+        )
     root = resolve(manifest, settings)
     tasks, notes = build.load(manifest, settings, root)
     absent = [t for t in tasks if t.metadata.get("schema") == "absent"]
-    lines = [f"{subset_name} ({settings.dialect}, data {root}): {len(tasks)} task(s); "
-             f"{len(absent)} without their schema in the data"]
+    lines = [
+        f"{subset_name} ({settings.dialect}, data {root}): {len(tasks)} task(s); "
+        f"{len(absent)} without their schema in the data"
+    ]
     if manifest.loader != "spider":
-        lines.append("  no gold SQL in this subset: its expected outputs come from the reference answers "
-                     "(run it with --plsql-model=reference to check them)")
+        lines.append(
+            "  no gold SQL in this subset: its expected outputs come from the reference answers "
+            "(run it with --plsql-model=reference to check them)"
+        )
         return lines, True
     untranspiled = [t for t in tasks if t.metadata.get("gold_transpiled") is False]
     candidates = [t for t in tasks if not t.metadata.get("not_runnable")]
@@ -78,10 +86,14 @@ def validate_subset(settings: Settings, subset_name: str) -> tuple[list[str], bo
                     errors[result.error.code or result.error.failure_class] += 1
     with_schema = len(tasks) - len(absent)
     if settings.dialect == "postgres":
-        lines.append(f"  gold queries transpiled to PostgreSQL: {with_schema - sum(1 for t in untranspiled if t not in absent)}"
-                     f" of {with_schema} with their schema ({len(tasks) - len(untranspiled)} of {len(tasks)} overall)")
-    lines.append(f"  gold queries run: {ran} of {len(candidates)} tried ({empty} return no rows"
-                 f"{', e.g. on empty tables' if empty else ''}); failed: {len(failures)}")
+        lines.append(
+            f"  gold queries transpiled to PostgreSQL: {with_schema - sum(1 for t in untranspiled if t not in absent)}"
+            f" of {with_schema} with their schema ({len(tasks) - len(untranspiled)} of {len(tasks)} overall)"
+        )
+    lines.append(
+        f"  gold queries run: {ran} of {len(candidates)} tried ({empty} return no rows"
+        f"{', e.g. on empty tables' if empty else ''}); failed: {len(failures)}"
+    )
     for task in untranspiled[:SHOW]:
         lines.append(f"    not transpiled: {task.id}: {task.metadata.get('not_runnable')}")
     for failure in failures[:SHOW]:
