@@ -40,7 +40,11 @@ def decorate(config: pytest.Config, report: pytest.TestReport, failure_class: st
         log.debug("junitxml: cannot adjust %s: %s", report.nodeid, exc)
         return
     # junitxml keeps attributes set before record_testreport (as record_xml_attribute does).
-    reporter.attrs.update(testcase_attributes(report.nodeid))
+    attrs = testcase_attributes(report.nodeid)
+    prefix = getattr(xml, "prefix", None)
+    if prefix:  # --junit-prefix
+        attrs["classname"] = f"{prefix}.{attrs['classname']}"
+    reporter.attrs.update(attrs)
     if report.when == "teardown" and failure_class:
         if not any(name == "failure_class" for name, _ in report.user_properties):
             report.user_properties.append(("failure_class", failure_class))

@@ -141,7 +141,7 @@ body{font-family:system-ui,-apple-system,"Segoe UI",sans-serif;margin:2rem;color
 h1{font-size:1.6rem}h2{font-size:1.2rem;margin-top:2rem;border-bottom:1px solid #ddd}
 table{border-collapse:collapse;margin:.5rem 0}th,td{padding:.25rem .6rem;border-bottom:1px solid #e5e5e5}
 th{background:#f6f8fa;text-align:left}td.num{text-align:right;font-variant-numeric:tabular-nums}
-.ci{color:#666;font-size:.85em}.muted{color:#666}code{background:#f6f8fa;padding:0 .2rem}
+.ci{color:#666;font-size:.85em;white-space:nowrap}.muted{color:#666}code{background:#f6f8fa;padding:0 .2rem}
 details{margin:.2rem 0}pre{background:#f6f8fa;padding:.4rem;white-space:pre-wrap}
 """
 
