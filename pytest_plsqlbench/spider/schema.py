@@ -233,7 +233,7 @@ class Catalog:
                 out.append(table.ddl + ";")
             else:
                 try:
-                    create, alters = ddl_to_postgres(table.ddl, frozenset(self.tables))
+                    create, alters = ddl_to_postgres(table.ddl, frozenset(self.tables), pretty=True)
                 except TranspileError:
                     continue
                 out.append(create + ";")
