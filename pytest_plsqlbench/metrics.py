@@ -27,8 +27,9 @@ class of the earliest stage that failed (see :data:`UNIT_PRIORITY`).
 from __future__ import annotations
 
 from collections import Counter, defaultdict
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any
 
 from .outcomes import (
     EXCLUDED,
@@ -132,7 +133,11 @@ def score_task(
         reason = f"skipped: {skip_reason}" if skip_reason else "skipped"
     elif not per_turn or missing:
         what = ", ".join(f"{n} {c.replace('_', ' ')}" for c, n in excluded_classes.most_common())
-        reason = f"no judgeable test in turn(s) {', '.join(map(str, missing))}" if per_turn else "no judgeable test"
+        reason = (
+            f"no judgeable test in turn(s) {', '.join(map(str, missing))}"
+            if per_turn
+            else "no judgeable test"
+        )
         reason += f" ({what})" if what else ""
     return TaskScore(subset, task_id, n_turns, per_turn, reason, sample, skipped)
 
@@ -220,14 +225,14 @@ class TaskResult:
         }
 
 
-def score_samples(
-    subset: str, task_id: str, n_turns: int, tests: Iterable[Mapping[str, Any]]
-) -> TaskResult:
+def score_samples(subset: str, task_id: str, n_turns: int, tests: Iterable[Mapping[str, Any]]) -> TaskResult:
     """Score a task whose test records may belong to several samples (``sample`` field)."""
     by_sample: dict[int, list[Mapping[str, Any]]] = defaultdict(list)
     for rec in tests:
         by_sample[int(rec.get("sample") or 0)].append(rec)
-    samples = [score_task(subset, task_id, n_turns, recs, sample) for sample, recs in sorted(by_sample.items())]
+    samples = [
+        score_task(subset, task_id, n_turns, recs, sample) for sample, recs in sorted(by_sample.items())
+    ]
     return TaskResult(subset, task_id, n_turns, samples)
 
 
@@ -253,7 +258,11 @@ def unit_failures(tests: Iterable[Mapping[str, Any]]) -> Counter[str]:
 
 def failed_tests(tests: Iterable[Mapping[str, Any]]) -> Counter[str]:
     """Failed unit tests by class (skipped tests are not failures)."""
-    return Counter(r.get("failure_class", PASSED) for r in tests if r.get("failure_class", PASSED) not in (PASSED, SKIPPED))
+    return Counter(
+        r.get("failure_class", PASSED)
+        for r in tests
+        if r.get("failure_class", PASSED) not in (PASSED, SKIPPED)
+    )
 
 
 @dataclass
@@ -328,10 +337,17 @@ def subset_metrics(
         units=units,
     )
     if bootstrap and kept:
-        cis = bootstrap_cis({"mean_test_pass": [r.test_pass for r in kept], "suite_pass": [r.suite_pass for r in kept]})  # type: ignore[misc]
+        cis = bootstrap_cis(
+            {"mean_test_pass": [r.test_pass for r in kept], "suite_pass": [r.suite_pass for r in kept]}
+        )  # type: ignore[misc]
         if multi:
             cis.update(
-                bootstrap_cis({"turn_suite_pass": [r.turn_suite_pass for r in multi], "episode_pass": [r.episode_pass for r in multi]})  # type: ignore[misc]
+                bootstrap_cis(
+                    {
+                        "turn_suite_pass": [r.turn_suite_pass for r in multi],
+                        "episode_pass": [r.episode_pass for r in multi],
+                    }
+                )  # type: ignore[misc]
             )
         m.ci = cis
     if kept:
@@ -342,7 +358,9 @@ def subset_metrics(
     return m
 
 
-def aggregate(results: Iterable[TaskResult], failure_counts: Mapping[str, Counter[str]] | None = None) -> dict[str, SubsetMetrics]:
+def aggregate(
+    results: Iterable[TaskResult], failure_counts: Mapping[str, Counter[str]] | None = None
+) -> dict[str, SubsetMetrics]:
     """Per-subset metrics (no unit counts), in the order subsets first appear."""
     by_subset: dict[str, list[TaskResult]] = {}
     for result in results:

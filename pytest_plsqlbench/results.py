@@ -20,14 +20,24 @@ import logging
 import os
 import platform
 from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any
 
 import pytest
 
 from . import __version__
 from .errors import UsageError
-from .metrics import HEADLINE, NOT_JUDGED, SKIPPED, TaskResult, failed_tests, score_samples, subset_metrics, unit_failures
+from .metrics import (
+    HEADLINE,
+    NOT_JUDGED,
+    SKIPPED,
+    TaskResult,
+    failed_tests,
+    score_samples,
+    subset_metrics,
+    unit_failures,
+)
 from .outcomes import FAILURE_CLASSES, INFRASTRUCTURE, PASSED
 from .reporting import junit
 from .reporting.stats import BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED, CONFIDENCE, mean
@@ -42,8 +52,16 @@ RESULTS_VERSION = 2
 
 #: Header fields that must agree for two documents to be parts of one run (``merge``).
 RUN_IDENTITY = (
-    "plugin_version", "dialect", "database", "model", "temperature", "max_tokens", "samples",
-    "assertions", "timeout_s", "safety",
+    "plugin_version",
+    "dialect",
+    "database",
+    "model",
+    "temperature",
+    "max_tokens",
+    "samples",
+    "assertions",
+    "timeout_s",
+    "safety",
 )
 
 
@@ -76,7 +94,7 @@ class ResultsCollector:
         self.task_info: dict[tuple[str, str], dict[str, Any]] = {}
         self.answers: dict[tuple[str, str], list[dict[str, Any]]] = {}
         self.env: dict[str, Any] = {}
-        self.started = dt.datetime.now(dt.timezone.utc)
+        self.started = dt.datetime.now(dt.UTC)
         self._document: dict[str, Any] | None = None
 
     # ----------------------------------------------------------------- hooks
@@ -99,8 +117,15 @@ class ResultsCollector:
             # A failed setup carries the record (the call never happens); otherwise the call does.
             if report.skipped:
                 # Skipped by a plugin (e.g. a task the data cannot run): neither a failure nor a harness error.
-                reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr or "")
-                rec = {**rec, "passed": False, "failure_class": SKIPPED, "message": str(reason).removeprefix("Skipped: ")}
+                reason = (
+                    report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr or "")
+                )
+                rec = {
+                    **rec,
+                    "passed": False,
+                    "failure_class": SKIPPED,
+                    "message": str(reason).removeprefix("Skipped: "),
+                }
             self.records[report.nodeid] = rec
             key = (rec["subset"], rec["task_id"])
             if "task" in rec:
@@ -194,7 +219,7 @@ class ResultsCollector:
             "subsets": list(s.subsets),
             "data_revisions": data_revisions(s, tasks),
             "started": self.started.isoformat(timespec="seconds"),
-            "finished": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+            "finished": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         }
 
     def write(self, path: Path) -> None:
@@ -263,7 +288,10 @@ def build_document(
     usage: dict[str, list[Mapping[str, Any]]] = {s: [] for s in order}
     out_tasks = []
     for entry in entries:
-        tests = sorted(entry.get("tests", []), key=lambda r: (int(r.get("sample") or 0), int(r.get("turn", 1)), r["test_id"]))
+        tests = sorted(
+            entry.get("tests", []),
+            key=lambda r: (int(r.get("sample") or 0), int(r.get("turn", 1)), r["test_id"]),
+        )
         result = score_samples(entry["subset"], entry["task_id"], int(entry.get("n_turns", 1)), tests)
         results[entry["subset"]].append(result)
         test_counts[entry["subset"]].update(failed_tests(tests))
@@ -352,7 +380,9 @@ def split_overall(subsets: Mapping[str, Mapping[str, Any]]) -> dict[str, dict[st
             continue
         figures: dict[str, float] = {}
         for metric in ("mean_test_pass", "suite_pass", "episode_pass", "turn_suite_pass"):
-            values = [m[metric] for m in members if metric in subset_kind_metrics(m) and m.get(metric) is not None]
+            values = [
+                m[metric] for m in members if metric in subset_kind_metrics(m) and m.get(metric) is not None
+            ]
             if values:
                 figures[metric] = mean(values)  # type: ignore[assignment]
         out[split] = figures
@@ -362,8 +392,15 @@ def split_overall(subsets: Mapping[str, Mapping[str, Any]]) -> dict[str, dict[st
 def usage_totals(answers: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
     """Answers, tokens and cost where the answer source reported them (reference answers do not)."""
     out: dict[str, Any] = {
-        "answers": 0, "by_source": {}, "by_status": {}, "prompt_tokens": 0, "completion_tokens": 0,
-        "cost_usd": 0.0, "cached_cost_usd": 0.0, "cost_known": 0, "models": [],
+        "answers": 0,
+        "by_source": {},
+        "by_status": {},
+        "prompt_tokens": 0,
+        "completion_tokens": 0,
+        "cost_usd": 0.0,
+        "cached_cost_usd": 0.0,
+        "cost_known": 0,
+        "models": [],
     }
     models: dict[str, None] = {}
     by_source: Counter[str] = Counter()
@@ -396,15 +433,21 @@ class ResultsFormatError(UsageError):
 def check_document(doc: Any, source: str = "results") -> dict[str, Any]:
     """Return ``doc`` if it is a current results document, else raise one clear error."""
     if not isinstance(doc, dict) or doc.get("format") != RESULTS_FORMAT:
-        raise ResultsFormatError(f"{source}: not a pytest-plsqlbench results file (no \"format\": \"{RESULTS_FORMAT}\")")
+        raise ResultsFormatError(
+            f'{source}: not a pytest-plsqlbench results file (no "format": "{RESULTS_FORMAT}")'
+        )
     version = doc.get("version")
     if version != RESULTS_VERSION:
         if isinstance(version, int) and version < RESULTS_VERSION:
-            how = f"older (version {version}); re-run the benchmark, or re-score it from the answer cache " \
-                  f"with --plsql-cache-only, to get a version {RESULTS_VERSION} file"
+            how = (
+                f"older (version {version}); re-run the benchmark, or re-score it from the answer cache "
+                f"with --plsql-cache-only, to get a version {RESULTS_VERSION} file"
+            )
         elif isinstance(version, int):
-            how = f"newer (version {version}) than this pytest-plsqlbench {__version__} reads " \
-                  f"(version {RESULTS_VERSION}); upgrade pytest-plsqlbench"
+            how = (
+                f"newer (version {version}) than this pytest-plsqlbench {__version__} reads "
+                f"(version {RESULTS_VERSION}); upgrade pytest-plsqlbench"
+            )
         else:
             how = f"of unknown version {version!r}"
         raise ResultsFormatError(f"{source}: results file is {how}")
@@ -437,8 +480,19 @@ def write_document(doc: Mapping[str, Any], path: Path) -> None:
 
 
 def _test_entry(rec: Mapping[str, Any]) -> dict[str, Any]:
-    keep = ("turn", "test_id", "sample", "passed", "failure_class", "message", "error_code", "expected", "actual",
-            "duration_s", "worker")
+    keep = (
+        "turn",
+        "test_id",
+        "sample",
+        "passed",
+        "failure_class",
+        "message",
+        "error_code",
+        "expected",
+        "actual",
+        "duration_s",
+        "worker",
+    )
     return {k: rec.get(k) for k in keep if k in rec}
 
 

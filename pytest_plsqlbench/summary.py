@@ -7,7 +7,8 @@ per-test failure counts.
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from .outcomes import EXCLUDED, FAILURE_CLASSES, LABELS
 
@@ -69,7 +70,9 @@ def render_table(titles: Sequence[str], rows: Sequence[Sequence[str]]) -> list[s
     widths = [max([len(titles[i]), *(len(r[i]) for r in rows)]) for i in range(len(titles))]
 
     def fmt(cells: Sequence[str]) -> str:
-        return "  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(cells, widths))).rstrip()
+        return "  ".join(
+            c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(cells, widths))
+        ).rstrip()
 
     return [fmt(titles), fmt(["-" * w for w in widths]), *(fmt(r) for r in rows)]
 
@@ -97,8 +100,11 @@ def table_lines(subsets: Mapping[str, Mapping[str, Any]], cis: bool = True) -> l
         ci = m.get("ci") or {}
         if cis and ci:
             rows.append(
-                ["  95% CI", *([""] * (lead - 1)),
-                 *(f"[{pct(ci[k][0])}, {pct(ci[k][1])}]" if ci.get(k) else "" for k in METRIC_LABELS)]
+                [
+                    "  95% CI",
+                    *([""] * (lead - 1)),
+                    *(f"[{pct(ci[k][0])}, {pct(ci[k][1])}]" if ci.get(k) else "" for k in METRIC_LABELS),
+                ]
             )
     return render_table(titles, rows)
 
@@ -111,8 +117,12 @@ def failure_table_lines(subsets: Mapping[str, Mapping[str, Any]]) -> list[str]:
     for name, m in subsets.items():
         counts = m.get("failure_units") or {}
         rows.append(
-            [name, str(m.get("units", 0)), str(sum(counts.get(c, 0) for c in judged_classes)),
-             *(str(counts.get(c, 0)) for c in FAILURE_CLASSES)]
+            [
+                name,
+                str(m.get("units", 0)),
+                str(sum(counts.get(c, 0) for c in judged_classes)),
+                *(str(counts.get(c, 0)) for c in FAILURE_CLASSES),
+            ]
         )
     return render_table(titles, rows)
 
@@ -132,8 +142,10 @@ def comparability_lines(subsets: Mapping[str, Mapping[str, Any]]) -> list[str]:
         where = f"leaderboard '{paper['leaderboard']}'" if paper.get("leaderboard") else "the paper"
         line = f"{name}: compare {METRIC_LABELS.get(metric, metric)} with {where}"
         if metric == "suite_pass" and not m.get("multi_turn_tasks"):
-            line += (" (the paper's figure is all-or-nothing per task; our per-case items give true partial "
-                     "credit, so our Mean Test Pass@1 is higher by design)")
+            line += (
+                " (the paper's figure is all-or-nothing per task; our per-case items give true partial "
+                "credit, so our Mean Test Pass@1 is higher by design)"
+            )
         lines.append(line)
     return lines
 
@@ -177,13 +189,17 @@ def excluded_lines(subsets: Mapping[str, Mapping[str, Any]], limit: int = 10) ->
     for name, m in subsets.items():
         excluded = m.get("excluded_tasks") or []
         if excluded:
-            shown = ", ".join(excluded[:limit]) + (f" ... (+{len(excluded) - limit})" if len(excluded) > limit else "")
+            shown = ", ".join(excluded[:limit]) + (
+                f" ... (+{len(excluded) - limit})" if len(excluded) > limit else ""
+            )
             lines.append(
                 f"{name}: {len(excluded)} task(s) excluded from the metrics (infrastructure / not generated): {shown}"
             )
         skipped = m.get("skipped_tasks") or []
         if skipped:
-            shown = ", ".join(skipped[:limit]) + (f" ... (+{len(skipped) - limit})" if len(skipped) > limit else "")
+            shown = ", ".join(skipped[:limit]) + (
+                f" ... (+{len(skipped) - limit})" if len(skipped) > limit else ""
+            )
             lines.append(f"{name}: {len(skipped)} task(s) skipped, not in the metrics: {shown}")
     return lines
 
@@ -198,8 +214,10 @@ def summary_lines(document: Mapping[str, Any], verbose: int = 0) -> list[str]:
     lines.extend(table_lines(subsets, cis=not quiet))
     note = "metrics in %; Mean Test Pass@1 gives partial credit per task (PLSQLBench App. C)"
     if not quiet and any(m.get("ci") for m in subsets.values()):
-        note += (f"; 95% CI: percentile bootstrap over tasks ({stats.get('bootstrap_resamples', '?')} resamples, "
-                 f"seed {stats.get('bootstrap_seed', '?')})")
+        note += (
+            f"; 95% CI: percentile bootstrap over tasks ({stats.get('bootstrap_resamples', '?')} resamples, "
+            f"seed {stats.get('bootstrap_seed', '?')})"
+        )
     lines.append(note)
     lines.extend(comparability_lines(subsets))
     if quiet:
@@ -213,10 +231,14 @@ def summary_lines(document: Mapping[str, Any], verbose: int = 0) -> list[str]:
     lines.extend(overall_lines(document.get("overall") or {}))
     lines.extend(pass_at_k_lines(subsets))
     if (header.get("samples") or 1) > 1 and not header.get("temperature"):
-        lines.append(f"note: {header['samples']} samples at temperature {header.get('temperature')}: samples are "
-                     "likely identical, so pass@k says little; use --plsql-temperature")
-    lines.append("Failed task turns by class, as in the paper's §4.4 (invalid = invalid artifact, interface = "
-                 "interface/schema; infra and not generated turns are not judged):")
+        lines.append(
+            f"note: {header['samples']} samples at temperature {header.get('temperature')}: samples are "
+            "likely identical, so pass@k says little; use --plsql-temperature"
+        )
+    lines.append(
+        "Failed task turns by class, as in the paper's §4.4 (invalid = invalid artifact, interface = "
+        "interface/schema; infra and not generated turns are not judged):"
+    )
     lines.extend(failure_table_lines(subsets))
     if verbose > 0:
         lines.append(failure_line(document.get("failure_classes") or {}, "failed unit tests by class"))

@@ -8,25 +8,40 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from test_results_e2e import by_task, smoke_run
 
 from pytest_plsqlbench.cli import main
 from pytest_plsqlbench.reporting.merge import MergeError, merge_documents
 from pytest_plsqlbench.results import build_document
-from test_results_e2e import by_task, smoke_run
 
 AGGREGATES = ("subsets", "overall", "failure_classes", "failure_units", "usage", "statistics")
 
 
 def per_task(doc: dict[str, Any]) -> dict[str, tuple]:
-    keys = ("test_pass", "suite_pass", "turn_suite_pass", "episode_pass", "excluded", "n_samples", "n_passing_samples")
+    keys = (
+        "test_pass",
+        "suite_pass",
+        "turn_suite_pass",
+        "episode_pass",
+        "excluded",
+        "n_samples",
+        "n_passing_samples",
+    )
     return {
-        tid: (tuple(t[k] for k in keys), sorted((x["sample"], x["turn"], x["test_id"], x["passed"], x["failure_class"]) for x in t["tests"]))
+        tid: (
+            tuple(t[k] for k in keys),
+            sorted(
+                (x["sample"], x["turn"], x["test_id"], x["passed"], x["failure_class"]) for x in t["tests"]
+            ),
+        )
         for tid, t in by_task(doc).items()
     }
 
 
 @pytest.mark.slow
-def test_two_shards_merged_equal_the_unsharded_run(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_two_shards_merged_equal_the_unsharded_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     whole = smoke_run()
     one, two = smoke_run("--plsql-shard=1/2"), smoke_run("--plsql-shard=2/2")
     assert one["doc"]["header"]["shard"] == "1/2" and two["doc"]["header"]["shard"] == "2/2"
@@ -54,9 +69,20 @@ def test_two_shards_merged_equal_the_unsharded_run(tmp_path: Path, capsys: pytes
 # --------------------------------------------------------------------------- refusals (no database)
 def _task(task_id: str, passed: list[bool], subset: str = "s") -> dict[str, Any]:
     return {
-        "subset": subset, "task_id": task_id, "n_turns": 1, "metadata": {}, "markers": [], "answers": [],
+        "subset": subset,
+        "task_id": task_id,
+        "n_turns": 1,
+        "metadata": {},
+        "markers": [],
+        "answers": [],
         "tests": [
-            {"turn": 1, "test_id": f"t{i}", "sample": 0, "passed": ok, "failure_class": "passed" if ok else "wrong_output"}
+            {
+                "turn": 1,
+                "test_id": f"t{i}",
+                "sample": 0,
+                "passed": ok,
+                "failure_class": "passed" if ok else "wrong_output",
+            }
             for i, ok in enumerate(passed)
         ],
     }
@@ -64,10 +90,22 @@ def _task(task_id: str, passed: list[bool], subset: str = "s") -> dict[str, Any]
 
 def _doc(tasks: list[dict[str, Any]], shard: str | None = None, **header: Any) -> dict[str, Any]:
     base = {
-        "plugin_version": "0.1.0", "dialect": "postgres", "database": "embedded", "database_version": "PostgreSQL 18.6",
-        "model": "m", "temperature": 0.0, "max_tokens": 8192, "samples": 1, "assertions": "null-safe",
-        "timeout_s": 10.0, "safety": "block", "shard": shard, "subsets": ["s"], "data_revisions": {"s": "r1"},
-        "started": "2026-01-01T00:00:00+00:00", "finished": "2026-01-01T00:01:00+00:00",
+        "plugin_version": "0.1.0",
+        "dialect": "postgres",
+        "database": "embedded",
+        "database_version": "PostgreSQL 18.6",
+        "model": "m",
+        "temperature": 0.0,
+        "max_tokens": 8192,
+        "samples": 1,
+        "assertions": "null-safe",
+        "timeout_s": 10.0,
+        "safety": "block",
+        "shard": shard,
+        "subsets": ["s"],
+        "data_revisions": {"s": "r1"},
+        "started": "2026-01-01T00:00:00+00:00",
+        "finished": "2026-01-01T00:01:00+00:00",
     }
     base.update(header)
     return build_document(base, tasks, {"s": {"paper": {}}})
@@ -113,7 +151,9 @@ def test_missing_or_repeated_shards_are_refused() -> None:
         merge_documents(parts)
     assert merge_documents(parts, allow_partial=True)["subsets"]["s"]["tasks"] == 2
     with pytest.raises(MergeError, match="shard 1/3 given twice"):
-        merge_documents([("x", _doc([_task("a", [True])], "1/3")), ("y", _doc([_task("b", [True])], "1/3"))], True)
+        merge_documents(
+            [("x", _doc([_task("a", [True])], "1/3")), ("y", _doc([_task("b", [True])], "1/3"))], True
+        )
 
 
 def test_merge_cli_reports_refusal_in_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -122,5 +162,7 @@ def test_merge_cli_reports_refusal_in_one_line(tmp_path: Path, capsys: pytest.Ca
     b.write_text(json.dumps(_doc([_task("b", [True])], model="other")))
     assert main(["merge", str(a), str(b), "-o", str(tmp_path / "all.json")]) == 2
     err = capsys.readouterr().err
-    assert err.startswith("plsqlbench: error: these results are not parts of one run") and "Traceback" not in err
+    assert (
+        err.startswith("plsqlbench: error: these results are not parts of one run") and "Traceback" not in err
+    )
     assert not (tmp_path / "all.json").exists()

@@ -21,7 +21,13 @@ from pytest_plsqlbench.reporting.stats import bootstrap_cis, pass_at_k
 def records(*turns: list[bool], sample: int = 0, cls: str = "wrong_output") -> list[dict]:
     """Test records: one list of pass/fail per turn."""
     return [
-        {"turn": t, "test_id": f"t{i}", "sample": sample, "passed": ok, "failure_class": "passed" if ok else cls}
+        {
+            "turn": t,
+            "test_id": f"t{i}",
+            "sample": sample,
+            "passed": ok,
+            "failure_class": "passed" if ok else cls,
+        }
         for t, outcomes in enumerate(turns, 1)
         for i, ok in enumerate(outcomes)
     ]
@@ -45,7 +51,11 @@ def test_three_turn_episode_solving_two_turns_and_five_of_six_tests() -> None:
     assert episode.turn_suite_pass == pytest.approx(2 / 3)
     assert episode.test_pass == pytest.approx(5 / 6)
     m = subset_metrics("s", [episode])
-    assert (m.episode_pass, m.turn_suite_pass, m.mean_test_pass) == (0.0, pytest.approx(2 / 3), pytest.approx(5 / 6))
+    assert (m.episode_pass, m.turn_suite_pass, m.mean_test_pass) == (
+        0.0,
+        pytest.approx(2 / 3),
+        pytest.approx(5 / 6),
+    )
     assert m.multi_turn_tasks == 1
 
 
@@ -61,10 +71,19 @@ def test_each_task_weighs_the_same_whatever_its_test_count() -> None:
 
 # --------------------------------------------------------------------------- exclusions
 def test_excluded_tests_are_left_out_and_empty_tasks_listed_not_scored_zero() -> None:
-    partial = score_samples("s", "p", 1, records([True, False]) + [
-        {"turn": 1, "test_id": "x", "sample": 0, "passed": False, "failure_class": "infrastructure"}
-    ])
-    gone = score_samples("s", "g", 1, [{"turn": 1, "test_id": "x", "sample": 0, "passed": False, "failure_class": "not_generated"}])
+    partial = score_samples(
+        "s",
+        "p",
+        1,
+        records([True, False])
+        + [{"turn": 1, "test_id": "x", "sample": 0, "passed": False, "failure_class": "infrastructure"}],
+    )
+    gone = score_samples(
+        "s",
+        "g",
+        1,
+        [{"turn": 1, "test_id": "x", "sample": 0, "passed": False, "failure_class": "not_generated"}],
+    )
     m = subset_metrics("s", [partial, gone])
     assert partial.test_pass == pytest.approx(0.5)
     assert m.tasks == 1 and m.excluded_tasks == ["g"] and m.mean_test_pass == pytest.approx(0.5)
@@ -82,7 +101,9 @@ def test_a_sample_with_an_unjudged_turn_is_dropped_and_the_task_kept_on_its_othe
 
 # --------------------------------------------------------------------------- samples and pass@k
 def test_samples_of_a_task_count_as_one_task_with_mean_pass_at_1() -> None:
-    recs = records([True, True], sample=0) + records([True, False], sample=1) + records([False, False], sample=2)
+    recs = (
+        records([True, True], sample=0) + records([True, False], sample=1) + records([False, False], sample=2)
+    )
     task = score_samples("s", "a", 1, recs)
     assert len(task.samples) == 3 and (task.n, task.c) == (3, 1)
     assert task.test_pass == pytest.approx((1 + 0.5 + 0) / 3)
@@ -177,8 +198,16 @@ def test_score_task_keeps_per_turn_counts() -> None:
 
 
 def test_skipped_tasks_are_listed_apart_and_never_failures() -> None:
-    skipped = [{"turn": 1, "test_id": "t", "sample": 0, "passed": False, "failure_class": "skipped",
-                "message": "not runnable: no schema"}]
+    skipped = [
+        {
+            "turn": 1,
+            "test_id": "t",
+            "sample": 0,
+            "passed": False,
+            "failure_class": "skipped",
+            "message": "not runnable: no schema",
+        }
+    ]
     task = score_samples("s", "k", 1, skipped)
     assert task.skipped and task.excluded and task.excluded_reason == "skipped: not runnable: no schema"
     m = subset_metrics("s", [task, result("a", [True])])

@@ -8,19 +8,22 @@ import subprocess
 import tempfile
 from html.parser import HTMLParser
 from pathlib import Path
-from typing import Any
 
 import pytest
+from test_results import HEADER, PAPER, sample_tasks
+from test_results_e2e import smoke_run
 
 from pytest_plsqlbench.cli import main
 from pytest_plsqlbench.reporting.render import html, markdown
 from pytest_plsqlbench.results import build_document, write_document
 from pytest_plsqlbench.summary import summary_lines
-from test_results import HEADER, PAPER, sample_tasks
-from test_results_e2e import smoke_run
 
 CHROMIUM_FLAGS = (
-    "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
     "--no-first-run",
 )
 
@@ -40,7 +43,10 @@ def rendered_dom(browser: str, page: Path) -> str:
     with tempfile.TemporaryDirectory(prefix="chromium-") as profile:
         proc = subprocess.run(
             [browser, *CHROMIUM_FLAGS, f"--user-data-dir={profile}", "--dump-dom", page.resolve().as_uri()],
-            capture_output=True, text=True, timeout=120,
+            check=False,
+            capture_output=True,
+            text=True,
+            timeout=120,
         )
     assert proc.returncode == 0 and "<html" in proc.stdout, proc.stderr[-2000:]
     return proc.stdout
@@ -79,7 +85,11 @@ class Elements(HTMLParser):
             self._cell.append(data)
 
     def find(self, tag: str, **attrs: str) -> list[dict[str, str]]:
-        return [a for t, a in self.tags if t == tag and all(a.get(k.rstrip("_").replace("_", "-")) == v for k, v in attrs.items())]
+        return [
+            a
+            for t, a in self.tags
+            if t == tag and all(a.get(k.rstrip("_").replace("_", "-")) == v for k, v in attrs.items())
+        ]
 
 
 # --------------------------------------------------------------------------- HTML in a browser
@@ -110,7 +120,9 @@ def test_html_report_renders_in_headless_chromium_with_table_and_chart(tmp_path:
     assert {r[0] for r in dom.rows["by-difficulty"][1:]} >= {"simple", "intermediate"}
     assert len(dom.rows["tasks"]) - 1 == len(run["doc"]["tasks"])
     # Nothing is fetched when the page is viewed.
-    assert not [a for _, a in dom.tags for k in ("src", "href") if a.get(k, "").startswith(("http:", "https:", "//"))]
+    assert not [
+        a for _, a in dom.tags for k in ("src", "href") if a.get(k, "").startswith(("http:", "https:", "//"))
+    ]
 
 
 # --------------------------------------------------------------------------- text and Markdown
@@ -122,7 +134,9 @@ def test_report_reprints_the_runs_terminal_summary(capsys: pytest.CaptureFixture
     assert printed and all(line in run["stdout"].splitlines() for line in printed), printed
 
 
-def test_text_report_matches_the_summary_and_honours_quiet(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_text_report_matches_the_summary_and_honours_quiet(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     doc = build_document(HEADER, sample_tasks(), PAPER)
     path = tmp_path / "r.json"
     write_document(doc, path)
@@ -145,7 +159,9 @@ def test_markdown_report_has_tables_breakdowns_chart_and_failing_tests(tmp_path:
     assert "| mbpp | 3 | 8 | 1 | 66.67 [" in text
     assert "## By difficulty" in text and "| simple | 2 | 83.33 | 50.00 |" in text
     assert "## By reasoning type" in text and "| aggregation | 1 |" in text
-    assert '<svg id="chart-subsets"' in text and text.count('class="bar"') == 2 + 4  # mbpp: mean, suite; s2mt: all four
+    assert (
+        '<svg id="chart-subsets"' in text and text.count('class="bar"') == 2 + 4
+    )  # mbpp: mean, suite; s2mt: all four
     assert "- **mbpp/m2**" in text and "`case-1` (invalid_artifact)" in text
     assert "mbpp: compare Suite Pass@1 with leaderboard 'mbpp'" in text
 
@@ -158,9 +174,13 @@ def test_html_report_is_self_contained() -> None:
     assert "<style>" in page
 
 
-def test_report_of_an_old_file_fails_with_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_report_of_an_old_file_fails_with_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     path = tmp_path / "old.json"
-    path.write_text('{"format": "pytest-plsqlbench/results", "version": 1, "header": {}, "subsets": {}, "tasks": []}')
+    path.write_text(
+        '{"format": "pytest-plsqlbench/results", "version": 1, "header": {}, "subsets": {}, "tasks": []}'
+    )
     assert main(["report", str(path), "--format", "html", "-o", str(tmp_path / "x.html")]) == 2
     assert "results file is older (version 1)" in capsys.readouterr().err
     assert not (tmp_path / "x.html").exists()

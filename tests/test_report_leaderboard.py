@@ -20,12 +20,24 @@ from pytest_plsqlbench.reporting.leaderboard import entry
 from pytest_plsqlbench.results import build_document, write_document
 
 PERCENT = {"type": "number", "minimum": 0, "maximum": 100}
-SINGLE_TURN = {"type": "object", "minProperties": 1, "additionalProperties": False,
-               "properties": {"mean_test_pass": PERCENT, "suite_pass": PERCENT}}
-MULTI_TURN = {"type": "object", "minProperties": 1, "additionalProperties": False,
-              "properties": {"mean_test_pass": PERCENT, "episode_pass": PERCENT, "turn_suite_pass": PERCENT}}
-OVERALL = {"type": "object", "minProperties": 1, "additionalProperties": False,
-           "properties": {m: PERCENT for m in ("mean_test_pass", "suite_pass", "episode_pass", "turn_suite_pass")}}
+SINGLE_TURN = {
+    "type": "object",
+    "minProperties": 1,
+    "additionalProperties": False,
+    "properties": {"mean_test_pass": PERCENT, "suite_pass": PERCENT},
+}
+MULTI_TURN = {
+    "type": "object",
+    "minProperties": 1,
+    "additionalProperties": False,
+    "properties": {"mean_test_pass": PERCENT, "episode_pass": PERCENT, "turn_suite_pass": PERCENT},
+}
+OVERALL = {
+    "type": "object",
+    "minProperties": 1,
+    "additionalProperties": False,
+    "properties": {m: PERCENT for m in ("mean_test_pass", "suite_pass", "episode_pass", "turn_suite_pass")},
+}
 ENTRY_SCHEMA: dict[str, Any] = {
     "$schema": "https://json-schema.org/draft/2020-12/schema",
     "type": "object",
@@ -42,11 +54,18 @@ ENTRY_SCHEMA: dict[str, Any] = {
             "type": "object",
             "additionalProperties": False,
             "properties": {
-                "development_overall": OVERALL, "test_overall": OVERALL, "overall": OVERALL,
+                "development_overall": OVERALL,
+                "test_overall": OVERALL,
+                "overall": OVERALL,
                 "overall_test": {**OVERALL, "properties": {"mean_test_pass": PERCENT}},
-                "mbpp": SINGLE_TURN, "spider": SINGLE_TURN, "stack": SINGLE_TURN, "spider2_st_dev": SINGLE_TURN,
-                "mbpp_plus": SINGLE_TURN, "spider2_st_test": SINGLE_TURN,
-                "spider2_mt_dev": MULTI_TURN, "spider2_mt_test": MULTI_TURN,
+                "mbpp": SINGLE_TURN,
+                "spider": SINGLE_TURN,
+                "stack": SINGLE_TURN,
+                "spider2_st_dev": SINGLE_TURN,
+                "mbpp_plus": SINGLE_TURN,
+                "spider2_st_test": SINGLE_TURN,
+                "spider2_mt_dev": MULTI_TURN,
+                "spider2_mt_test": MULTI_TURN,
             },
         },
     },
@@ -64,8 +83,17 @@ SUBSETS = {  # our subset -> (leaderboard key, split, comparable metric, multi-t
 
 
 def _tests(turns: list[list[bool]]) -> list[dict[str, Any]]:
-    return [{"turn": t, "test_id": f"c{i}", "sample": 0, "passed": ok, "failure_class": "passed" if ok else "wrong_output"}
-            for t, outcomes in enumerate(turns, 1) for i, ok in enumerate(outcomes)]
+    return [
+        {
+            "turn": t,
+            "test_id": f"c{i}",
+            "sample": 0,
+            "passed": ok,
+            "failure_class": "passed" if ok else "wrong_output",
+        }
+        for t, outcomes in enumerate(turns, 1)
+        for i, ok in enumerate(outcomes)
+    ]
 
 
 def full_run(subsets: dict[str, tuple[str, str, str, bool]] = SUBSETS) -> dict[str, Any]:
@@ -73,22 +101,42 @@ def full_run(subsets: dict[str, tuple[str, str, str, bool]] = SUBSETS) -> dict[s
     tasks = []
     for name, (_, _, _, multi) in subsets.items():
         if multi:
-            tasks += [{"subset": name, "task_id": "a", "n_turns": 2, "tests": _tests([[True, True], [True, False]])},
-                      {"subset": name, "task_id": "b", "n_turns": 2, "tests": _tests([[True], [True]])}]
+            tasks += [
+                {
+                    "subset": name,
+                    "task_id": "a",
+                    "n_turns": 2,
+                    "tests": _tests([[True, True], [True, False]]),
+                },
+                {"subset": name, "task_id": "b", "n_turns": 2, "tests": _tests([[True], [True]])},
+            ]
         else:
-            tasks += [{"subset": name, "task_id": "a", "n_turns": 1, "tests": _tests([[True, False]])},
-                      {"subset": name, "task_id": "b", "n_turns": 1, "tests": _tests([[True, True]])}]
-    info = {name: {"paper": {"leaderboard": key, "split": split, "comparable_metric": cmp}}
-            for name, (key, split, cmp, _) in subsets.items()}
+            tasks += [
+                {"subset": name, "task_id": "a", "n_turns": 1, "tests": _tests([[True, False]])},
+                {"subset": name, "task_id": "b", "n_turns": 1, "tests": _tests([[True, True]])},
+            ]
+    info = {
+        name: {"paper": {"leaderboard": key, "split": split, "comparable_metric": cmp}}
+        for name, (key, split, cmp, _) in subsets.items()
+    }
     header = {"plugin_version": "0.1.0", "model": "m", "samples": 1, "subsets": list(subsets)}
     return build_document(header, tasks, info)
 
 
 def test_schema_accepts_a_site_shaped_entry_and_rejects_wrong_keys() -> None:
-    good = {"method": "X", "organization": "Direct generation", "category": "Proprietary", "date": "2026-08-16",
-            "setting": "Direct generation", "link": "", "scores": {"overall_test": {"mean_test_pass": 50.5},
+    good = {
+        "method": "X",
+        "organization": "Direct generation",
+        "category": "Proprietary",
+        "date": "2026-08-16",
+        "setting": "Direct generation",
+        "link": "",
+        "scores": {
+            "overall_test": {"mean_test_pass": 50.5},
             "mbpp": {"mean_test_pass": 80.0, "suite_pass": 80.0},
-            "spider2_mt_test": {"mean_test_pass": 60.0, "episode_pass": 20.0, "turn_suite_pass": 40.0}}}
+            "spider2_mt_test": {"mean_test_pass": 60.0, "episode_pass": 20.0, "turn_suite_pass": 40.0},
+        },
+    }
     jsonschema.validate(good, ENTRY_SCHEMA)
     for bad in (
         {**good, "scores": {"spider2_st": {"mean_test_pass": 1.0}}},  # a key the site dropped
@@ -102,7 +150,9 @@ def test_schema_accepts_a_site_shaped_entry_and_rejects_wrong_keys() -> None:
 
 
 def test_entry_validates_against_the_sites_schema_with_hand_computed_scores() -> None:
-    result, notes = entry(full_run(), method="My-Model", organization="Lab", category="Proprietary", date="2026-09-01")
+    result, notes = entry(
+        full_run(), method="My-Model", organization="Lab", category="Proprietary", date="2026-09-01"
+    )
     jsonschema.validate(result, ENTRY_SCHEMA)
     scores = result["scores"]
     # Single-turn: mean test (0.5 + 1) / 2 = 75, suite 1/2 = 50. MBPP's figure is our Suite Pass.
@@ -113,7 +163,9 @@ def test_entry_validates_against_the_sites_schema_with_hand_computed_scores() ->
     assert scores["spider2_mt_dev"] == {"mean_test_pass": 87.5, "episode_pass": 50.0, "turn_suite_pass": 75.0}
     # Split means over the sets reporting each metric.
     assert scores["development_overall"] == {
-        "mean_test_pass": round((50 + 75 + 75 + 87.5) / 4, 2), "suite_pass": 50.0, "episode_pass": 50.0,
+        "mean_test_pass": round((50 + 75 + 75 + 87.5) / 4, 2),
+        "suite_pass": 50.0,
+        "episode_pass": 50.0,
         "turn_suite_pass": 75.0,
     }
     assert scores["test_overall"]["mean_test_pass"] == round((50 + 75 + 87.5) / 3, 2)
@@ -136,11 +188,32 @@ def test_cli_prints_the_entry_and_refuses_runs_without_leaderboard_keys(
 ) -> None:
     path = tmp_path / "r.json"
     write_document(full_run(), path)
-    assert main(["leaderboard", str(path), "--method", "My-Model", "--category", "Open-weight",
-                 "--organization", "Direct generation", "--date", "2026-09-01", "--link", "https://example.org"]) == 0
+    assert (
+        main(
+            [
+                "leaderboard",
+                str(path),
+                "--method",
+                "My-Model",
+                "--category",
+                "Open-weight",
+                "--organization",
+                "Direct generation",
+                "--date",
+                "2026-09-01",
+                "--link",
+                "https://example.org",
+            ]
+        )
+        == 0
+    )
     printed = json.loads(capsys.readouterr().out)
     jsonschema.validate(printed, ENTRY_SCHEMA)
-    assert (printed["method"], printed["category"], printed["date"]) == ("My-Model", "Open-weight", "2026-09-01")
+    assert (printed["method"], printed["category"], printed["date"]) == (
+        "My-Model",
+        "Open-weight",
+        "2026-09-01",
+    )
 
     unmapped = full_run({"smoke": ("", "", "", False)})
     for m in unmapped["subsets"].values():

@@ -24,34 +24,73 @@ from pytest_plsqlbench.results import (
 from pytest_plsqlbench.summary import summary_lines
 
 HEADER = {
-    "plugin_version": "0.1.0", "dialect": "postgres", "database": "embedded", "database_version": "PostgreSQL 18.6",
-    "model": "openai/some-model", "temperature": 0.0, "max_tokens": 8192, "samples": 1, "assertions": "null-safe",
-    "timeout_s": 10.0, "safety": "block", "shard": None, "subsets": ["mbpp", "s2mt"],
+    "plugin_version": "0.1.0",
+    "dialect": "postgres",
+    "database": "embedded",
+    "database_version": "PostgreSQL 18.6",
+    "model": "openai/some-model",
+    "temperature": 0.0,
+    "max_tokens": 8192,
+    "samples": 1,
+    "assertions": "null-safe",
+    "timeout_s": 10.0,
+    "safety": "block",
+    "shard": None,
+    "subsets": ["mbpp", "s2mt"],
     "data_revisions": {"mbpp": "rev-a", "s2mt": "rev-b"},
 }
 PAPER = {
     "mbpp": {"paper": {"leaderboard": "mbpp", "split": "dev", "comparable_metric": "suite_pass"}},
-    "s2mt": {"paper": {"leaderboard": "spider2_mt_dev", "split": "dev", "comparable_metric": "mean_test_pass"}},
+    "s2mt": {
+        "paper": {"leaderboard": "spider2_mt_dev", "split": "dev", "comparable_metric": "mean_test_pass"}
+    },
 }
 
 
-def task(subset: str, task_id: str, turns: list[list[bool]], cls: str = "wrong_output", **extra: Any) -> dict[str, Any]:
+def task(
+    subset: str, task_id: str, turns: list[list[bool]], cls: str = "wrong_output", **extra: Any
+) -> dict[str, Any]:
     tests = [
-        {"turn": t, "test_id": f"case-{i}", "sample": 0, "passed": ok, "failure_class": "passed" if ok else cls}
+        {
+            "turn": t,
+            "test_id": f"case-{i}",
+            "sample": 0,
+            "passed": ok,
+            "failure_class": "passed" if ok else cls,
+        }
         for t, outcomes in enumerate(turns, 1)
         for i, ok in enumerate(outcomes)
     ]
     usage = {"model": "openai/some-model", "prompt_tokens": 1000, "completion_tokens": 200, "cost_usd": 0.01}
-    answers = [{"turn": t, "sample": 0, "status": "ok", "source": "model", "cache_key": f"k-{task_id}-{t}", "usage": usage}
-               for t in range(1, len(turns) + 1)]
-    return {"subset": subset, "task_id": task_id, "n_turns": len(turns), "metadata": {}, "markers": [],
-            "answers": answers, "tests": tests, **extra}
+    answers = [
+        {
+            "turn": t,
+            "sample": 0,
+            "status": "ok",
+            "source": "model",
+            "cache_key": f"k-{task_id}-{t}",
+            "usage": usage,
+        }
+        for t in range(1, len(turns) + 1)
+    ]
+    return {
+        "subset": subset,
+        "task_id": task_id,
+        "n_turns": len(turns),
+        "metadata": {},
+        "markers": [],
+        "answers": answers,
+        "tests": tests,
+        **extra,
+    }
 
 
 def sample_tasks() -> list[dict[str, Any]]:
     return [
         task("mbpp", "m1", [[True, True, False]], metadata={"difficulty": "simple"}),
-        task("mbpp", "m2", [[True, False, False]], cls="invalid_artifact", metadata={"difficulty": "advanced"}),
+        task(
+            "mbpp", "m2", [[True, False, False]], cls="invalid_artifact", metadata={"difficulty": "advanced"}
+        ),
         task("mbpp", "m3", [[True, True]], metadata={"difficulty": "simple"}),
         task("s2mt", "c1", [[True, True], [True, True], [True, False]], markers=["reasoning_aggregation"]),
         task("s2mt", "c2", [[True], [True]]),
@@ -69,7 +108,9 @@ def test_document_carries_header_aggregates_and_every_test() -> None:
     mbpp, s2mt = d["subsets"]["mbpp"], d["subsets"]["s2mt"]
     assert mbpp["mean_test_pass"] == pytest.approx((2 / 3 + 1 / 3 + 1) / 3)
     assert mbpp["suite_pass"] == pytest.approx(1 / 3)
-    assert s2mt["episode_pass"] == pytest.approx(0.5) and s2mt["turn_suite_pass"] == pytest.approx((2 / 3 + 1) / 2)
+    assert s2mt["episode_pass"] == pytest.approx(0.5) and s2mt["turn_suite_pass"] == pytest.approx(
+        (2 / 3 + 1) / 2
+    )
     assert mbpp["failure_units"]["invalid_artifact"] == 1 and mbpp["failure_units"]["wrong_output"] == 1
     assert mbpp["failure_classes"]["invalid_artifact"] == 2
     assert mbpp["paper"]["comparable_metric"] == "suite_pass" and mbpp["data_revision"] == "rev-a"
@@ -95,7 +136,14 @@ def test_document_does_not_depend_on_the_order_tasks_arrive_in() -> None:
 
 def test_rebuilding_a_document_from_its_own_tasks_gives_it_back() -> None:
     d = doc()
-    assert build_document(d["header"], copy.deepcopy(d["tasks"]), {k: {"paper": v["paper"]} for k, v in d["subsets"].items()}) == d
+    assert (
+        build_document(
+            d["header"],
+            copy.deepcopy(d["tasks"]),
+            {k: {"paper": v["paper"]} for k, v in d["subsets"].items()},
+        )
+        == d
+    )
 
 
 # --------------------------------------------------------------------------- reading and writing
@@ -126,7 +174,9 @@ def test_reader_gives_one_clear_error_for_other_files(tmp_path: Path, mutate: An
     assert str(info.value).startswith(f"{path}: ") and message in str(info.value)
 
 
-def test_reader_rejects_non_json_and_the_cli_prints_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_reader_rejects_non_json_and_the_cli_prints_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     path = tmp_path / "r.json"
     path.write_text("{half a file")
     with pytest.raises(ResultsFormatError, match="not JSON"):
@@ -152,7 +202,9 @@ def test_summary_shows_header_table_cis_comparability_failures_and_exclusions() 
     tasks = sample_tasks() + [task("mbpp", "gone", [[False]], cls="not_generated")]
     lines = summary_lines(build_document(HEADER, tasks, PAPER), 0)
     text = "\n".join(lines)
-    assert lines[0].startswith("pytest-plsqlbench 0.1.0 | dialect postgres | PostgreSQL 18.6 (embedded) | model openai/some-model")
+    assert lines[0].startswith(
+        "pytest-plsqlbench 0.1.0 | dialect postgres | PostgreSQL 18.6 (embedded) | model openai/some-model"
+    )
     assert "data mbpp@rev-a, s2mt@rev-b" in lines[0]
     row = next(line for line in lines if line.startswith("mbpp "))
     assert row.split() == ["mbpp", "3", "8", "66.67", "33.33", "-", "-"]
@@ -176,7 +228,15 @@ def test_quiet_summary_is_the_table_and_one_failure_line() -> None:
 def test_summary_shows_samples_and_pass_at_k() -> None:
     tests = []
     for sample, ok in enumerate([True, False, True, True]):
-        tests.append({"turn": 1, "test_id": "t", "sample": sample, "passed": ok, "failure_class": "passed" if ok else "wrong_output"})
+        tests.append(
+            {
+                "turn": 1,
+                "test_id": "t",
+                "sample": sample,
+                "passed": ok,
+                "failure_class": "passed" if ok else "wrong_output",
+            }
+        )
     header = {**HEADER, "samples": 4, "temperature": 0.8, "subsets": ["mbpp"]}
     d = build_document(header, [{"subset": "mbpp", "task_id": "m", "n_turns": 1, "tests": tests}], PAPER)
     text = "\n".join(summary_lines(d, 0))

@@ -87,12 +87,29 @@ def smoke_run(*args: str, overrides: str = json.dumps(WRONG_ANSWERS)) -> dict[st
     (folder / "overrides.json").write_text(overrides)
     results, junit = folder / "r.json", folder / "junit.xml"
     cmd = [
-        sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--subset", "smoke", "--plsql-model=reference",
-        "--plsql-dialect=postgres", "-n", "2", f"--plsql-results={results}", f"--junitxml={junit}", "-rN", *args,
+        sys.executable,
+        "-m",
+        "pytest",
+        "-p",
+        "no:cacheprovider",
+        "--subset",
+        "smoke",
+        "--plsql-model=reference",
+        "--plsql-dialect=postgres",
+        "-n",
+        "2",
+        f"--plsql-results={results}",
+        f"--junitxml={junit}",
+        "-rN",
+        *args,
     ]
-    proc = subprocess.run(cmd, cwd=folder, env=_env(), capture_output=True, text=True, timeout=600)
+    proc = subprocess.run(
+        cmd, check=False, cwd=folder, env=_env(), capture_output=True, text=True, timeout=600
+    )
     if not results.is_file():
-        raise AssertionError(f"run {args} wrote no results (exit {proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
+        raise AssertionError(
+            f"run {args} wrote no results (exit {proc.returncode}):\n{proc.stdout}\n{proc.stderr}"
+        )
     return {
         "folder": folder,
         "results": results,
@@ -122,7 +139,9 @@ def test_run_scores_the_wrong_answers_and_writes_a_current_document() -> None:
     assert smoke["failure_units"]["wrong_output"] == 2  # clamp_value's turn, the conversation's turn 2
     assert smoke["failure_classes"]["wrong_output"] == 4  # 2 tests each
     assert doc["usage"]["prompt_tokens"] == 100 * sum(t["n_turns"] for t in doc["tasks"])
-    assert {a["cache_key"] for a in conv["answers"]} == {f"customer_report_conversation:{n}:0" for n in (1, 2, 3)}
+    assert {a["cache_key"] for a in conv["answers"]} == {
+        f"customer_report_conversation:{n}:0" for n in (1, 2, 3)
+    }
     # The terminal summary is the document's summary.
     assert "PLSQLBench summary" in run["stdout"] and "95% CI" in run["stdout"]
 
@@ -146,8 +165,13 @@ def test_samples_are_one_task_each_and_give_pass_at_k() -> None:
         "customer_report_conversation/2/0": CONV_TURN2_WRONG,  # samples 1 and 2 wrong: n=3, c=1
         "customer_report_conversation/2/1": CONV_TURN2_WRONG,
     }
-    run = smoke_run("--plsql-samples=3", "--plsql-temperature=0.8", "-k", "clamp_value or customer_report_conversation",
-                    overrides=json.dumps(overrides))
+    run = smoke_run(
+        "--plsql-samples=3",
+        "--plsql-temperature=0.8",
+        "-k",
+        "clamp_value or customer_report_conversation",
+        overrides=json.dumps(overrides),
+    )
     doc = run["doc"]
     smoke = doc["subsets"]["smoke"]
     assert smoke["tasks"] == 2 and smoke["samples"] == 3  # not 6 tasks
@@ -176,7 +200,11 @@ def test_junit_xml_names_testcases_by_node_id_with_properties_and_short_failures
     assert above.get("classname") == "smoke.clamp_value"
     props = {p.get("name"): p.get("value") for p in above.iter("property")}
     assert props == {
-        "task_id": "clamp_value", "subset": "smoke", "turn": "1", "dialect": "postgres", "model": "reference",
+        "task_id": "clamp_value",
+        "subset": "smoke",
+        "turn": "1",
+        "dialect": "postgres",
+        "model": "reference",
         "failure_class": "wrong_output",
     }
     assert (above.find("failure").get("message") or "").startswith("[wrong_output]")

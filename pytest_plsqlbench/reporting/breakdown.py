@@ -8,8 +8,9 @@ with three reasoning types counts in each of the three rows.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 from .stats import mean
 
@@ -26,7 +27,9 @@ class Dimension:
 
 DIMENSIONS = (
     Dimension("difficulty", "Difficulty", ("difficulty", "level"), "difficulty_"),
-    Dimension("reasoning", "Reasoning type", ("reasoning_types", "reasoning_type", "reasoning"), "reasoning_"),
+    Dimension(
+        "reasoning", "Reasoning type", ("reasoning_types", "reasoning_type", "reasoning"), "reasoning_"
+    ),
     Dimension("construct", "PL/SQL construct", ("plsql_constructs", "constructs", "construct"), "construct_"),
 )
 
@@ -42,7 +45,11 @@ def labels(task: Mapping[str, Any], dim: Dimension) -> list[str]:
             found = [str(v).strip() for v in value if str(v).strip()]
             if found:
                 return list(dict.fromkeys(found))
-    return [m[len(dim.marker_prefix):].replace("_", " ") for m in task.get("markers") or [] if m.startswith(dim.marker_prefix)]
+    return [
+        m[len(dim.marker_prefix) :].replace("_", " ")
+        for m in task.get("markers") or []
+        if m.startswith(dim.marker_prefix)
+    ]
 
 
 def breakdown(tasks: Iterable[Mapping[str, Any]], dim: Dimension) -> list[dict[str, Any]]:

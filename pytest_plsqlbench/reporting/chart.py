@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from html import escape
-from typing import Mapping, Sequence
 
 #: Colour per metric (colour-blind-safe Okabe-Ito hues).
 COLOURS = {
@@ -33,8 +33,10 @@ def bar_chart(
     legend_w = sum(14 + 7 * len(metrics[m]) + 16 for m in present)
     width = max(label_w + plot_w + 70, label_w + legend_w)
     out = [
-        f'<svg id="{escape(chart_id)}" class="chart" xmlns="http://www.w3.org/2000/svg" role="img" '
-        f'width="{width}" height="{height}" viewBox="0 0 {width} {height}" font-family="sans-serif" font-size="12">',
+        (
+            f'<svg id="{escape(chart_id)}" class="chart" xmlns="http://www.w3.org/2000/svg" role="img" '
+            f'width="{width}" height="{height}" viewBox="0 0 {width} {height}" font-family="sans-serif" font-size="12">'
+        ),
         f"<title>{escape(title or 'scores')}</title>",
     ]
     if title:
@@ -63,12 +65,18 @@ def bar_chart(
             if ci:
                 x1, x2 = label_w + plot_w * ci[0], label_w + plot_w * ci[1]
                 ym = y + bar_h / 2
-                out.append(f'<path class="ci" d="M{x1:.1f} {ym:.1f}H{x2:.1f}M{x1:.1f} {ym - 4:.1f}V{ym + 4:.1f}'
-                           f'M{x2:.1f} {ym - 4:.1f}V{ym + 4:.1f}" stroke="#333" fill="none"/>')
-            out.append(f'<text x="{label_w + w + 4:.1f}" y="{y + bar_h - 3}" fill="#333" font-size="10">{100 * value:.1f}</text>')
+                out.append(
+                    f'<path class="ci" d="M{x1:.1f} {ym:.1f}H{x2:.1f}M{x1:.1f} {ym - 4:.1f}V{ym + 4:.1f}'
+                    f'M{x2:.1f} {ym - 4:.1f}V{ym + 4:.1f}" stroke="#333" fill="none"/>'
+                )
+            out.append(
+                f'<text x="{label_w + w + 4:.1f}" y="{y + bar_h - 3}" fill="#333" font-size="10">{100 * value:.1f}</text>'
+            )
     lx = label_w
     for metric in present:
-        out.append(f'<rect x="{lx}" y="{top - 24}" width="10" height="10" fill="{COLOURS.get(metric, "#888")}"/>')
+        out.append(
+            f'<rect x="{lx}" y="{top - 24}" width="10" height="10" fill="{COLOURS.get(metric, "#888")}"/>'
+        )
         out.append(f'<text x="{lx + 14}" y="{top - 15}">{escape(metrics[metric])}</text>')
         lx += 14 + 7 * len(metrics[metric]) + 16
     out.append("</svg>")

@@ -83,7 +83,9 @@ def register(subparsers: Any) -> None:
     p.add_argument("--format", choices=("text", "markdown", "html"), default="text")
     p.add_argument("-o", "--output", type=Path, metavar="FILE", help="write here instead of standard output")
     p.add_argument("-q", "--quiet", action="store_true", help="text: just the table (like pytest -q)")
-    p.add_argument("--detailed", action="store_true", help="text: also per-test failure counts (like pytest -v)")
+    p.add_argument(
+        "--detailed", action="store_true", help="text: also per-test failure counts (like pytest -v)"
+    )
     p.set_defaults(func=cmd_report)
 
     p = subparsers.add_parser(
@@ -98,10 +100,17 @@ def register(subparsers: Any) -> None:
     p.add_argument("--category", default="", help="Open-weight or Proprietary")
     p.add_argument("--date", default=None, help="YYYY-MM-DD (default: today)")
     p.add_argument("--link", default="", help="URL of the model or the submission")
-    p.add_argument("--setting", default="Direct generation", help="how answers were produced (default: %(default)s)")
-    p.add_argument("--partial-overall", action="store_true",
-                   help="emit split overall means even when the run lacks some of the split's datasets")
-    p.add_argument("-o", "--output", type=Path, metavar="FILE", help="write the entry here instead of standard output")
+    p.add_argument(
+        "--setting", default="Direct generation", help="how answers were produced (default: %(default)s)"
+    )
+    p.add_argument(
+        "--partial-overall",
+        action="store_true",
+        help="emit split overall means even when the run lacks some of the split's datasets",
+    )
+    p.add_argument(
+        "-o", "--output", type=Path, metavar="FILE", help="write the entry here instead of standard output"
+    )
     p.set_defaults(func=cmd_leaderboard)
 
     p = subparsers.add_parser(
@@ -112,6 +121,8 @@ def register(subparsers: Any) -> None:
     )
     p.add_argument("results", type=Path, nargs="+", metavar="PART.json")
     p.add_argument("-o", "--output", type=Path, required=True, metavar="ALL.json")
-    p.add_argument("--allow-partial", action="store_true", help="merge even if some shards of I/N are missing")
+    p.add_argument(
+        "--allow-partial", action="store_true", help="merge even if some shards of I/N are missing"
+    )
     p.add_argument("-q", "--quiet", action="store_true", help="do not print the merged summary")
     p.set_defaults(func=cmd_merge)

@@ -45,6 +45,6 @@ def decorate(config: pytest.Config, report: pytest.TestReport, failure_class: st
     if prefix:  # --junit-prefix
         attrs["classname"] = f"{prefix}.{attrs['classname']}"
     reporter.attrs.update(attrs)
-    if report.when == "teardown" and failure_class:
-        if not any(name == "failure_class" for name, _ in report.user_properties):
-            report.user_properties.append(("failure_class", failure_class))
+    recorded = any(name == "failure_class" for name, _ in report.user_properties)
+    if report.when == "teardown" and failure_class and not recorded:
+        report.user_properties.append(("failure_class", failure_class))

@@ -23,7 +23,8 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from ..errors import UsageError
 from ..results import subset_kind_metrics
@@ -66,7 +67,9 @@ def dataset_scores(document: Mapping[str, Any]) -> tuple[dict[str, dict[str, flo
             source = metric
             if metric == "mean_test_pass" and paper.get("comparable_metric") not in (None, "mean_test_pass"):
                 source = paper["comparable_metric"]
-                notes.append(f"{name}: the site's mean_test_pass for {key!r} is our {source} (paper.comparable_metric)")
+                notes.append(
+                    f"{name}: the site's mean_test_pass for {key!r} is our {source} (paper.comparable_metric)"
+                )
             if m.get(source) is not None:
                 figures[metric] = _percent(m[source])
         if figures:
@@ -90,7 +93,9 @@ def overall_scores(
             continue
         missing = [k for k in members if k not in scores]
         if missing and not partial:
-            notes.append(f"{OVERALL_KEYS[split]} left out: the run lacks {', '.join(missing)} (--partial-overall to emit anyway)")
+            notes.append(
+                f"{OVERALL_KEYS[split]} left out: the run lacks {', '.join(missing)} (--partial-overall to emit anyway)"
+            )
             continue
         figures = {}
         for metric in SITE_METRICS:

@@ -10,8 +10,9 @@ generation and scoring settings, subsets and data revisions, and no task may app
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from ..errors import UsageError
 from ..results import RUN_IDENTITY, build_document, read_document
@@ -39,7 +40,9 @@ def _differences(parts: Sequence[tuple[str, Mapping[str, Any]]]) -> list[str]:
             if subset in (doc.get("subsets") or {}) and (h.get("data_revisions") or {}).get(subset)
         }
         if len(set(revs.values())) > 1:
-            problems.append(f"data revision of {subset}: " + "; ".join(f"{n} has {v}" for n, v in revs.items()))
+            problems.append(
+                f"data revision of {subset}: " + "; ".join(f"{n} has {v}" for n, v in revs.items())
+            )
     return problems
 
 
@@ -57,7 +60,9 @@ def _shards(parts: Sequence[tuple[str, Mapping[str, Any]]], allow_partial: bool)
             problems.append(f"shard {shard} given twice: {seen[(index, count)]} and {name}")
         seen[(index, count)] = name
     if len(counts) > 1:
-        problems.append("shards of different splits: " + ", ".join(f"{n} is {d['header'].get('shard')}" for n, d in parts))
+        problems.append(
+            "shards of different splits: " + ", ".join(f"{n} is {d['header'].get('shard')}" for n, d in parts)
+        )
     elif counts and not allow_partial:
         count = counts.pop()
         missing = [f"{i}/{count}" for i in range(1, count + 1) if (i, count) not in seen]
@@ -66,7 +71,9 @@ def _shards(parts: Sequence[tuple[str, Mapping[str, Any]]], allow_partial: bool)
     return problems
 
 
-def merge_documents(parts: Sequence[tuple[str, Mapping[str, Any]]], allow_partial: bool = False) -> dict[str, Any]:
+def merge_documents(
+    parts: Sequence[tuple[str, Mapping[str, Any]]], allow_partial: bool = False
+) -> dict[str, Any]:
     """Merge ``(name, document)`` parts of one run; raise :class:`MergeError` if they are not."""
     if len(parts) < 2:
         raise MergeError("merge needs at least two results files")
@@ -93,7 +100,9 @@ def merge_documents(parts: Sequence[tuple[str, Mapping[str, Any]]], allow_partia
         shard=None,
         keyword=None,
         markexpr=None,
-        database_version=next((h.get("database_version") for h in headers if h.get("database_version")), None),
+        database_version=next(
+            (h.get("database_version") for h in headers if h.get("database_version")), None
+        ),
         data_revisions={k: v for h in headers for k, v in (h.get("data_revisions") or {}).items()},
         started=min(str(h.get("started") or "") for h in headers) or None,
         finished=max(str(h.get("finished") or "") for h in headers) or None,

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 import random
-from typing import Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 #: Resamples per interval: 1000 keeps the percentile estimates within about +-1 point for the
 #: subset sizes of PLSQLBench while taking well under a second per subset in pure Python.
