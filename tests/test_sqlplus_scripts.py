@@ -281,3 +281,44 @@ def test_statement_is_frozen_and_carries_line() -> None:
     with pytest.raises(AttributeError):
         stmt.text = "x"  # type: ignore[misc]
     assert stmt.first_word == "SELECT"
+
+
+# --------------------------------------------------------------------------- the fast tokenizer
+def test_fast_tokenizer_splits_exactly_like_sqlparse(
+    scripts: list[tuple[str, str]], monkeypatch: pytest.MonkeyPatch, plsqlbench_sample: Path
+) -> None:
+    """Megabyte fixture scripts use a regex tokenizer; it must split as sqlparse does."""
+    import pytest_plsqlbench.scripts as sc
+    from pytest_plsqlbench.spider.schema import Catalog
+
+    repo = Path(__file__).resolve().parent.parent
+    corpus = [(label, text, "oracle") for label, text in scripts]
+    corpus += [(f"fixture {p}", p.read_text(), p.stem) for p in (repo / "fixtures").glob("*/*.sql")]
+    catalog = Catalog.spider(plsqlbench_sample)
+    for owner in ("CRE_THEME_PARK", "CRE_DOC_AND_COLLECTIONS"):
+        corpus.append((f"spider {owner} oracle", catalog.oracle_fixture(owner).script, "oracle"))
+        corpus.append((f"spider {owner} postgres", catalog.postgres_fixture(owner).fixture.script, "postgres"))
+    corpus += [
+        ("q-quotes", "BEGIN x := q'[a;\n/]' || nq'{b'}'; END;\n/\nSELECT 'q''x' FROM dual;\n", "oracle"),
+        ("dollars", "DO $body$ BEGIN RAISE NOTICE 'a;b'; END $body$;\nSELECT $$x;y$$;\n\\echo hi\nSELECT 1;", "postgres"),
+        ("comments", "-- a; b\n/* c; \n/ */ SELECT 1 FROM dual; -- tail\nEXEC p; -- x\n", "oracle"),
+        ("unterminated", "SELECT 'abc FROM dual;\nSELECT 2 FROM dual;", "oracle"),
+    ]
+    for label, text, dialect in corpus:
+        slow = split(text, dialect)
+        monkeypatch.setattr(sc, "FAST_TOKENIZER_FROM", 0)
+        fast = split(text, dialect)
+        monkeypatch.setattr(sc, "FAST_TOKENIZER_FROM", 200_000)
+        assert fast == slow, label
+
+
+def test_large_fixture_scripts_split_quickly() -> None:
+    import time
+
+    row = "(1, 'text; with a semicolon', 'a, b', NULL, -3.14)"
+    stmt = 'INSERT INTO OWNER_X.T ("A", "B", "C", "D", "E") VALUES ' + ", ".join([row] * 500) + ";\n"
+    script = 'CREATE TABLE OWNER_X.T ("A" NUMBER);\n' + stmt * 100  # 3 MB
+    started = time.monotonic()
+    statements = split(script, "oracle")
+    assert len(statements) == 101 and statements[-1].text.endswith("-3.14)")
+    assert time.monotonic() - started < 20  # sqlparse alone takes about 15 s here
