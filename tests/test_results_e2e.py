@@ -8,9 +8,11 @@ has. Runs are cached per test process: the shard, report and JUnit tests share o
 
 from __future__ import annotations
 
+import atexit
 import functools
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -83,6 +85,7 @@ def _env() -> dict[str, str]:
 def smoke_run(*args: str, overrides: str = json.dumps(WRONG_ANSWERS)) -> dict[str, Any]:
     """Run the smoke subset (postgres, -n 2) once per argument list; results, JUnit and output."""
     folder = Path(tempfile.mkdtemp(prefix="plsql-e2e-"))
+    atexit.register(shutil.rmtree, folder, ignore_errors=True)  # runs are shared until the process ends
     (folder / "conftest.py").write_text(CONFTEST)
     (folder / "overrides.json").write_text(overrides)
     results, junit = folder / "r.json", folder / "junit.xml"
