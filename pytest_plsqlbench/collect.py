@@ -250,9 +250,11 @@ def make_record(item: PlsqlItem, phase: str, excinfo: pytest.ExceptionInfo[BaseE
     task = node.task
     outcome = item.outcome if phase == "call" else None
     if outcome is None:
-        # Setup failed, or the item raised something unexpected: the harness's fault.
+        # Setup failed or was skipped, or the item raised something unexpected (the harness's fault).
         message = str(excinfo.value) if excinfo is not None else "not run"
-        outcome = TestOutcome(item.turn.index, item.test.id, False, outcomes.INFRASTRUCTURE, message.strip()[:1000])
+        skipped = excinfo is not None and excinfo.errisinstance(pytest.skip.Exception)
+        cls = outcomes.SKIPPED if skipped else outcomes.INFRASTRUCTURE
+        outcome = TestOutcome(item.turn.index, item.test.id, False, cls, message.strip()[:1000])
     rec: dict[str, Any] = {
         "subset": task.subset,
         "task_id": task.id,

@@ -39,15 +39,15 @@ from .outcomes import (
     INVALID_ARTIFACT,
     NOT_GENERATED,
     PASSED,
+    SKIPPED,
     TIMEOUT,
     UNSAFE,
     WRONG_OUTPUT,
 )
 from .reporting.stats import bootstrap_cis, mean, pass_at_k
 
-#: Not an outcome class of the harness: the item was skipped by a plugin (e.g. a task its data cannot
-#: run, "not runnable"). Such tests are left out like excluded ones, but listed apart, never as failures.
-SKIPPED = "skipped"
+#: Skipped items (e.g. a task its data cannot run, "not runnable") are left out like excluded ones,
+#: but listed apart, never as failures.
 NOT_JUDGED = (*EXCLUDED, SKIPPED)
 
 #: Metrics that get confidence intervals (the headline numbers of Tables 2, 9 and 10).

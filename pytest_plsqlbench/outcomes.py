@@ -25,6 +25,9 @@ INFRASTRUCTURE = "infrastructure"
 #: No answer exists (e.g. --plsql-cache-only without a cached answer): excluded from metrics.
 NOT_GENERATED = "not_generated"
 
+#: A plugin skipped the item (e.g. a task the data at hand cannot run): not judged, listed apart.
+SKIPPED = "skipped"
+
 FAILURE_CLASSES = (INVALID_ARTIFACT, INTERFACE, WRONG_OUTPUT, TIMEOUT, UNSAFE, INFRASTRUCTURE, NOT_GENERATED)
 #: Classes that say nothing about the model: the metrics leave these items out.
 EXCLUDED = (INFRASTRUCTURE, NOT_GENERATED)
@@ -38,6 +41,7 @@ LABELS = {
     UNSAFE: "unsafe (safety check)",
     INFRASTRUCTURE: "infrastructure",
     NOT_GENERATED: "not generated",
+    SKIPPED: "skipped",
 }
 
 
