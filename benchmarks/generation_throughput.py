@@ -66,6 +66,12 @@ WORKER = textwrap.dedent(
 )
 
 
+def window(stub: StubServer, since: int) -> float:
+    """Seconds from the first request of a run arriving to its last reply leaving the stub."""
+    reqs = [r for r in stub.requests[since:] if r.finished is not None]
+    return max(r.finished for r in reqs) - min(r.started for r in reqs) if reqs else float("nan")
+
+
 def bench_prefetch(stub: StubServer, n: int, latency: float, total_c: int, workers: int) -> dict:
     per_worker = max(1, total_c // workers)
     with tempfile.TemporaryDirectory(prefix="plsql-bench-") as tmp:
@@ -85,7 +91,8 @@ def bench_prefetch(stub: StubServer, n: int, latency: float, total_c: int, worke
         if any(p.returncode for p in procs):
             raise SystemExit("a benchmark worker failed")
     return {"mode": "prefetch", "workers": workers, "per_worker": per_worker, "wall": wall,
-            "requests": stub.count - before, "reported": sum(int(o.split()[-1]) for o in outs)}
+            "window": window(stub, before), "requests": stub.count - before,
+            "reported": sum(int(o.split()[-1]) for o in outs)}
 
 
 def write_tasks(folder: Path, n: int) -> None:
@@ -132,7 +139,9 @@ def bench_pytest(stub: StubServer, n: int, latency: float, total_c: int, workers
                 raise SystemExit("the benchmark tasks did not all pass")
             if _ == "cold":
                 requests = stub.count - before
+                gen_window = window(stub, before)
     return {"mode": "pytest", "workers": workers, "per_worker": per_worker, "wall": walls[0], "warm": walls[1],
+            "window": gen_window,
             "requests": requests, "second_run_requests": stub.count - before - requests}
 
 
@@ -160,18 +169,19 @@ def main(argv: list[str] | None = None) -> int:
                 rows.append(row)
                 log.info("%s -n %d: %.2fs", mode, w, row["wall"])
     print(f"\nN={n} tasks, L={latency}s per request, C={c} requests in flight in total: ideal N*L/C = {ideal:.2f}s")
-    print(f"{'mode':9} {'-n':>3} {'C/worker':>8} {'wall_s':>7} {'ratio':>6} {'requests':>8} {'max_inflight':>12}  extra")
+    print("wall = the whole run (pytest: start-up, database, tests included); window = first request in to "
+          "last reply out, as the stub saw them")
+    print(f"{'mode':9} {'-n':>3} {'C/worker':>8} {'wall_s':>7} {'wall/ideal':>10} {'window_s':>8} "
+          f"{'window/ideal':>12} {'requests':>8} {'max_inflight':>12}  extra")
     for r in rows:
         extra = ""
         if r["mode"] == "pytest":
-            gen = (r["wall"] - r["warm"]) / ideal
-            extra = (f"warm-cache run {r['warm']:.2f}s ({r['second_run_requests']} requests); "
-                     f"generation-only ratio {(gen):.2f}")
-        ratio = r["wall"] / ideal
-        flag = "" if ratio <= GOAL else "  (> goal)"
-        print(f"{r['mode']:9} {r['workers']:>3} {r['per_worker']:>8} {r['wall']:>7.2f} {ratio:>6.2f} "
-              f"{r['requests']:>8} {r['max_in_flight']:>12}  {extra}{flag}")
-    print(f"goal: ratio <= {GOAL}")
+            extra = f"warm-cache rerun {r['warm']:.2f}s with {r['second_run_requests']} requests"
+        flag = "" if r["window"] / ideal <= GOAL else "  (window > goal)"
+        print(f"{r['mode']:9} {r['workers']:>3} {r['per_worker']:>8} {r['wall']:>7.2f} {r['wall'] / ideal:>10.2f} "
+              f"{r['window']:>8.2f} {r['window'] / ideal:>12.2f} {r['requests']:>8} {r['max_in_flight']:>12}  "
+              f"{extra}{flag}")
+    print(f"goal: window/ideal <= {GOAL} (and wall/ideal for the prefetch mode, whose wall has no start-up)")
     return 0
 
 

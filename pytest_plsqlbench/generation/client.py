@@ -13,8 +13,10 @@ provider's ``Retry-After`` when it sends one.
 
 from __future__ import annotations
 
+import atexit
 import email.utils
 import functools
+import gc
 import importlib.metadata
 import logging
 import os
@@ -71,6 +73,9 @@ def load_litellm() -> ModuleType:
                 # Its INFO lines ("Wrapper: Completed Call") would drown ours.
                 logging.getLogger("LiteLLM").setLevel(logging.WARNING)
             _warm_up(litellm)
+            # Collecting litellm's object graph at interpreter exit takes seconds (every xdist
+            # worker pays it); freezing the heap at exit skips that, the OS frees the memory.
+            atexit.register(gc.freeze)
             log.debug("imported litellm %s in %.1fs", litellm_version(), time.monotonic() - started)
             _litellm = litellm
     return _litellm

@@ -3,7 +3,7 @@
 Every xdist worker collects every task but runs only some, chosen dynamically, so a worker cannot
 know which answers it will need. Instead the conversations (task x sample) are split
 deterministically by worker index: worker *i* of *n* prefetches conversation *k* when
-``k % n == i``, with ``concurrency`` daemon threads, turn after turn (each turn needs the earlier
+``k % n == i``, with at most ``concurrency`` requests in flight, turn after turn (each turn needs the earlier
 answers), conversations in parallel. When its share is done it helps with the others' shares from
 their tail, skipping any key another process holds. A worker whose test needs an answer from
 another share just asks :class:`AnswerService` for it: it waits on that key's file lock and reads
@@ -85,7 +85,10 @@ class Prefetcher:
         self._running = 0
 
     def start(self) -> "Prefetcher":
-        n = max(1, min(self.concurrency, len(self._queue)))
+        # More threads than request slots (the service's semaphore keeps ``concurrency`` requests
+        # in flight): while one thread extracts and writes an answer, another already waits for
+        # the slot it frees, so replies arriving together do not leave slots idle.
+        n = max(1, min(self.concurrency + max(2, self.concurrency // 2), len(self._queue)))
         if not self._queue:
             self._done.set()
             return self
