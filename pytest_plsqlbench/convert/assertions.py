@@ -16,6 +16,7 @@ argument is an expression (``14*14``, a variable, ``math.pi``) is rejected as no
 from __future__ import annotations
 
 import ast
+import warnings
 from dataclasses import dataclass
 from typing import Any
 
@@ -38,6 +39,14 @@ class ParsedAssertion:
     problem: tuple[str, str] | None = None
     #: The name of the function the assertion calls.
     callee: str | None = None
+
+
+def parse_python(source: str) -> ast.Module:
+    """``ast.parse`` without the dataset's invalid-escape warnings (``'\\w'`` in old MBPP code)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", SyntaxWarning)
+        warnings.simplefilter("ignore", DeprecationWarning)
+        return ast.parse(source)
 
 
 def _segment(source: str, node: ast.AST) -> str:
@@ -171,14 +180,14 @@ def _shape(test: ast.expr, names: set[str]) -> tuple[ast.Call, ast.AST | None, b
 
 def assertions_in(source: str, names: set[str]) -> list[ParsedAssertion]:
     """Every ``assert`` in ``source`` (anywhere, e.g. inside ``def check(candidate)``)."""
-    tree = ast.parse(source)
+    tree = parse_python(source)
     return [parse_assert(node, source, names) for node in ast.walk(tree) if isinstance(node, ast.Assert)]
 
 
 def parse_one(text: str, names: set[str]) -> ParsedAssertion:
     """Parse a single assertion statement given as text (one MBPP ``test_list`` entry)."""
     try:
-        tree = ast.parse(text.strip())
+        tree = parse_python(text.strip())
     except SyntaxError as exc:
         return ParsedAssertion(text=text, problem=("unsupported-assertion", f"not valid Python ({exc.msg})"))
     stmts = tree.body
@@ -190,7 +199,7 @@ def parse_one(text: str, names: set[str]) -> ParsedAssertion:
 def called_function(text: str) -> str | None:
     """The function an MBPP test assertion is about (first plain call not a builtin helper)."""
     try:
-        tree = ast.parse(text.strip())
+        tree = parse_python(text.strip())
     except SyntaxError:
         return None
     for node in ast.walk(tree):

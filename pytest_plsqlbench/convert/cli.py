@@ -11,13 +11,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
-from ..errors import DataError, PlsqlBenchError, UsageError
+from ..errors import DataError, UsageError
 from ..settings import DB_KINDS, Settings
 from ..tasks import DIALECTS, Task, task_from_dict, task_to_dict
 from .emitter import ASSERTION_MODES
@@ -62,13 +60,9 @@ def register(subparsers: Any) -> None:
     val.add_argument("--plsql-db", choices=DB_KINDS, help="embedded (postgres default), container or dsn")
     val.add_argument("--plsql-dsn", help="connection string of an existing server")
     val.add_argument("--plsql-timeout", type=float, default=10.0, help="seconds per statement")
+    val.add_argument("--jobs", type=int, default=1, help="backends validating in parallel (default 1)")
     val.add_argument("--show", type=int, default=20, help="failures to list (default 20)")
     val.set_defaults(func=run_validate)
-
-
-def _fail(message: str) -> int:
-    print(f"error: {message}", file=sys.stderr)
-    return 2
 
 
 def write_tasks(path: Path, tasks: list[Task]) -> None:
@@ -106,18 +100,10 @@ def run_convert(args: argparse.Namespace) -> int:
     from .pipeline import convert_file
 
     subset = args.subset or DEFAULT_SUBSETS[args.source]
-    try:
-        result = convert_file(
-            args.source,
-            args.input,
-            args.dialect,
-            subset=subset,
-            assertions=args.assertions,
-            timeout=args.timeout,
-        )
-        write_tasks(args.output, result.tasks)
-    except PlsqlBenchError as exc:
-        return _fail(str(exc))
+    result = convert_file(
+        args.source, args.input, args.dialect, subset=subset, assertions=args.assertions, timeout=args.timeout
+    )
+    write_tasks(args.output, result.tasks)
     for line in result.summary_lines():
         print(line)
     print(f"wrote {args.output}")
@@ -128,41 +114,24 @@ def run_convert(args: argparse.Namespace) -> int:
 
 
 def run_validate(args: argparse.Namespace) -> int:
-    from ..runner import evaluate_task, open_backend
+    from .validate import replay_validate
 
-    try:
-        tasks = read_tasks(args.file)
-        dialects = {t.dialect for t in tasks}
-        if len(dialects) > 1:
-            raise UsageError(f"{args.file}: mixes dialects {sorted(dialects)}")
-        dialect = dialects.pop() if dialects else "postgres"
-        db = args.plsql_db or (
-            "dsn" if args.plsql_dsn else "embedded" if dialect == "postgres" else "container"
-        )
-        if db == "dsn" and not args.plsql_dsn:
-            raise UsageError("--plsql-db=dsn needs --plsql-dsn")
-        settings = Settings(
-            subsets=(), dialect=dialect, db=db, dsn=args.plsql_dsn, timeout=args.plsql_timeout
-        )
-        failures: list[str] = []
-        valid = 0
-        t0 = time.monotonic()
-        with open_backend(settings) as backend:
-            for task in tasks:
-                report = evaluate_task(backend, task, [turn.reference for turn in task.turns], settings)
-                if report.passed:
-                    valid += 1
-                    continue
-                bad = report.failures()
-                first = bad[0] if bad else None
-                why = f"{first.test_id}: {first.failure_class}: {first.message}" if first else "no outcome"
-                failures.append(f"{task.id}: {len(bad)} of {len(report.outcomes)} test(s) failed; {why}")
-    except PlsqlBenchError as exc:
-        return _fail(str(exc))
-    print(f"replay-valid {valid} of {len(tasks)}")
-    print(f"({dialect}, {sum(t.n_tests for t in tasks)} unit tests, {time.monotonic() - t0:.0f}s)")
-    for line in failures[: args.show]:
+    tasks = read_tasks(args.file)
+    dialects = {t.dialect for t in tasks}
+    if len(dialects) > 1:
+        raise UsageError(f"{args.file}: mixes dialects {sorted(dialects)}")
+    dialect = dialects.pop() if dialects else "postgres"
+    db = args.plsql_db or ("dsn" if args.plsql_dsn else "embedded" if dialect == "postgres" else "container")
+    if db == "dsn" and not args.plsql_dsn:
+        raise UsageError("--plsql-db=dsn needs --plsql-dsn")
+    if dialect == "oracle" and db == "embedded":
+        raise UsageError("there is no embedded Oracle; use --plsql-db=container (Docker) or --plsql-dsn")
+    settings = Settings(subsets=(), dialect=dialect, db=db, dsn=args.plsql_dsn, timeout=args.plsql_timeout)
+    report = replay_validate(tasks, settings, jobs=args.jobs)
+    print(report.summary())
+    print(f"({dialect}, {report.tests} unit tests, {report.seconds:.0f}s)")
+    for line in report.failures[: args.show]:
         print(f"  FAILED {line}")
-    if len(failures) > args.show:
-        print(f"  ... and {len(failures) - args.show} more")
-    return 0 if valid == len(tasks) else 1
+    if len(report.failures) > args.show:
+        print(f"  ... and {len(report.failures) - args.show} more")
+    return 0 if report.ok else 1

@@ -112,11 +112,13 @@ def type_task(task: SourceTask) -> Typed:
         typed.rejection = ("no-cases", "the record has no test cases")
         return typed
     base_all = [c for c in live if c.origin in ("base", "case")]
-    arity = (
-        len(task.params)
-        if task.params
-        else Counter(len(c.args or ()) for c in base_all or live).most_common(1)[0][0]
-    )
+    if not base_all:
+        reasons = Counter(d.reason for d in typed.dropped)
+        why = ", ".join(f"{n} {r}" for r, n in reasons.most_common())
+        typed.rejection = ("no-cases", f"no usable base case ({why})")
+        return typed
+    # The calls decide the arity (a def may have defaulted parameters the tests never pass).
+    arity = Counter(len(c.args or ()) for c in base_all).most_common(1)[0][0]
     fitting: list[SourceCase] = []
     for case in live:
         assert case.args is not None

@@ -19,7 +19,7 @@ from typing import Any
 
 from ..errors import DataError
 from . import evalplus
-from .assertions import ParsedAssertion, assertions_in, called_function, parse_one
+from .assertions import ParsedAssertion, assertions_in, called_function, parse_one, parse_python
 from .model import SourceCase, SourceTask
 from .sandbox import run_calls
 
@@ -82,7 +82,7 @@ def _pick(rec: dict[str, Any], name: str) -> Any:
 def _def_of(code: str, name: str) -> tuple[str, str, tuple[str, ...]] | None:
     """(def header, body indent, parameter names) of function ``name`` in ``code``."""
     try:
-        tree = ast.parse(code)
+        tree = parse_python(code)
     except SyntaxError:
         return None
     lines = code.splitlines()
@@ -200,7 +200,7 @@ def read_mbpp_plus(path: Path) -> list[SourceTask]:
 
 def _parses(code: str) -> bool:
     try:
-        ast.parse(code)
+        parse_python(code)
         return True
     except SyntaxError:
         return False

@@ -1,0 +1,228 @@
+"""Reading MBPP-style data: assertions, readers, evalplus rules and the sandboxed reference runs."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from pytest_plsqlbench.convert import evalplus
+from pytest_plsqlbench.convert.assertions import parse_one
+from pytest_plsqlbench.convert.model import Tolerance
+from pytest_plsqlbench.convert.sandbox import run_calls
+from pytest_plsqlbench.convert.sources import python_prompt, read_mbpp, read_mbpp_plus, read_plsqlbench
+from pytest_plsqlbench.errors import DataError
+
+
+# --------------------------------------------------------------------------- assertions
+@pytest.mark.parametrize(
+    ("text", "args", "expected", "as_set", "tolerance"),
+    [
+        ("assert f(1, 'a') == [1, 2]", (1, "a"), [1, 2], False, None),
+        ("assert [1, 2] == f(1, 'a')", (1, "a"), [1, 2], False, None),
+        ("assert (f((1, 2))) == ((3, 4)), 'message'", ((1, 2),), (3, 4), False, None),
+        ("assert f(-2.5) == -1", (-2.5,), -1, False, None),
+        ("assert f(1)", (1,), True, False, None),
+        ("assert not f(1)", (1,), False, False, None),
+        ("assert f(1) is None", (1,), None, False, None),
+        ("assert set(f([1, 2])) == set((2, 1))", ([1, 2],), {1, 2}, True, None),
+        ("assert f(0) == set([1, 2])", (0,), {1, 2}, False, None),
+        (
+            "assert math.isclose(f(10), 4188.79, rel_tol=0.001)",
+            (10,),
+            4188.79,
+            False,
+            Tolerance(0.0, 0.001, "isclose"),
+        ),
+    ],
+)
+def test_supported_assertions(text, args, expected, as_set, tolerance):
+    parsed = parse_one(text, {"f"})
+    assert parsed.problem is None
+    assert parsed.args == args
+    assert parsed.expected == expected and type(parsed.expected) is type(expected)
+    assert parsed.as_set is as_set
+    assert parsed.tolerance == tolerance
+
+
+@pytest.mark.parametrize(
+    ("text", "reason"),
+    [
+        ("assert f(14*14)", "non-literal"),
+        ("assert f(x) == 1", "non-literal"),
+        ("assert f(1) == math.pi", "non-literal"),
+        ("assert f(1) == __import__('os').system('true')", "non-literal"),
+        ("assert f(n=1) == 2", "unsupported-assertion"),
+        ("assert f(1) != 2", "unsupported-assertion"),
+        ("assert sorted(f(1)) == [1]", "unsupported-assertion"),
+        ("assert f(1) == 2 == 2", "unsupported-assertion"),
+        ("x = f(1)", "unsupported-assertion"),
+        ("assert f(1 ==", "unsupported-assertion"),
+    ],
+)
+def test_unsupported_assertions_are_reported_not_guessed(text, reason):
+    parsed = parse_one(text, {"f"})
+    assert parsed.problem is not None and parsed.problem[0] == reason
+    assert parsed.args is None
+
+
+# --------------------------------------------------------------------------- readers
+def _jsonl(tmp_path: Path, rows: list, name: str = "data.jsonl") -> Path:
+    path = tmp_path / name
+    path.write_text("\n".join(r if isinstance(r, str) else json.dumps(r) for r in rows) + "\n")
+    return path
+
+
+def _plus(tid: str = "Mbpp/1", **kw) -> dict:
+    row = {
+        "task_id": tid,
+        "prompt": '"""\nWrite a function that adds one.\n"""\n',
+        "entry_point": "add_one",
+        "canonical_solution": "def add_one(x):\n    return x + 1\n",
+        "base_input": [[1], [2]],
+        "plus_input": [[3]],
+        "atol": 0,
+        "assertion": "assert add_one(1) == 2\nassert add_one(2) == 3\n",
+    }
+    row.update(kw)
+    return row
+
+
+def test_malformed_lines_name_file_and_line(tmp_path):
+    path = _jsonl(tmp_path, [_plus(), "{not json"])
+    with pytest.raises(DataError, match=rf"{path}:2: not valid JSON"):
+        read_mbpp_plus(path)
+    path = _jsonl(tmp_path, [_plus(), _plus(), {"task_id": "Mbpp/3"}])
+    with pytest.raises(DataError, match=rf"{path}:3: missing field 'prompt'"):
+        read_mbpp_plus(path)
+    path = _jsonl(tmp_path, [_plus(base_input="oops")])
+    with pytest.raises(DataError, match=rf"{path}:1: field 'base_input' has the wrong type"):
+        read_mbpp_plus(path)
+    path = _jsonl(tmp_path, [_plus(), [1, 2]])
+    with pytest.raises(DataError, match=rf"{path}:2: expected a JSON object"):
+        read_mbpp_plus(path)
+    array = tmp_path / "sanitized-mbpp.json"
+    array.write_text('[{"task_id": 1}, 2]')
+    with pytest.raises(DataError, match=rf"{array}: record 1: missing field 'text'"):
+        read_mbpp(array)
+
+
+def test_mbpp_plus_reader_builds_cases_and_the_python_prompt(tmp_path):
+    (task,) = read_mbpp_plus(_jsonl(tmp_path, [_plus(plus_input={})]))  # Mbpp/793 ships {} for "none"
+    assert [c.id for c in task.cases] == ["base-001", "base-002"]
+    assert task.params == ("x",)
+    assert task.prompt_py == (
+        '\n\ndef add_one(x):\n    """\n    Write a function that adds one.\n'
+        '    >>> add_one(1)\n    2\n    >>> add_one(2)\n    3\n    """\n'
+    )
+
+
+def test_python_prompt_matches_the_published_layout(plsqlbench_sample):
+    """The published prompt_py is def line + docstring + doctests; rebuild it from its parts."""
+    rows = [
+        json.loads(x) for x in (plsqlbench_sample / "datasets/mbpp/mbpp_plsql.jsonl").read_text().splitlines()
+    ]
+    rebuilt = 0
+    for row in rows:
+        published = row["prompt_py"]
+        lines = published.split("\n")
+        def_line, indent = lines[2], lines[3][: lines[3].index('"""')]
+        description = lines[4][len(indent) :]
+        examples = [
+            (lines[i][len(indent) + 4 :], lines[i + 1][len(indent) :])
+            for i in range(5, len(lines) - 2, 2)
+            if lines[i].lstrip().startswith(">>> ")
+        ]
+        rebuilt += python_prompt(def_line, indent, description, examples) == published
+    assert rebuilt == len(rows)
+
+
+def test_sanitized_reader_accepts_jsonl_and_the_official_json_array(tmp_path):
+    row = {
+        "task_id": 7,
+        "prompt": "Write a function to double.",
+        "code": "def double(x):\n  return 2 * x",
+        "test_imports": [],
+        "test_list": ["assert double(2) == 4", "assert double(14*14) == 392", "assert helper(1) == 1"],
+    }
+    array = tmp_path / "sanitized-mbpp.json"
+    array.write_text(json.dumps([row]))
+    (task,) = read_mbpp(array)
+    assert task.id == "Mbpp/7" and task.entry_point == "double"
+    assert [c.problem[0] if c.problem else None for c in task.cases] == [
+        None,
+        "non-literal",
+        "unsupported-assertion",
+    ]
+    row2 = {k: v for k, v in row.items() if k != "prompt"} | {"text": row["prompt"]}
+    (task2,) = read_mbpp(_jsonl(tmp_path, [row2]))
+    assert task2.prompt_py == task.prompt_py
+    assert ">>> double(14*14)" in task.prompt_py  # shown as written, even if not convertible
+
+
+def test_plsqlbench_reader_restores_set_comparison_only_when_null_safe(plsqlbench_sample):
+    safe = {t.id: t for t in read_plsqlbench(plsqlbench_sample)}
+    published = {t.id: t for t in read_plsqlbench(plsqlbench_sample, null_safe=False)}
+    assert len(safe) == 28
+    assert all(c.as_set for c in safe["MBPP/2"].cases)  # similar_elements: evalplus compares sets
+    assert not any(c.as_set for c in published["MBPP/2"].cases)
+    assert not any(c.as_set for c in safe["MBPP/1"].cases)
+    assert safe["MBPP/3"].cases[0].expected is False
+
+
+# --------------------------------------------------------------------------- evalplus rules
+def test_evalplus_deserialisation_rebuilds_tuples_per_task():
+    assert evalplus.deserialize_inputs("Mbpp/2", [[[1, 2], [3]]]) == [[(1, 2), (3,)]]
+    assert evalplus.deserialize_inputs("Mbpp/64", [[[["a", 1]]]]) == [[[("a", 1)]]]
+    assert evalplus.deserialize_inputs("Mbpp/791", [[[1, [2, 3]]]]) == [[(1, (2, 3))]]
+    assert evalplus.deserialize_inputs("Mbpp/4", [[[1, 2], 1]]) == [[[1, 2], 1]]
+
+
+def test_evalplus_float_rule():
+    assert evalplus.tolerance_for(1.5, 0) == Tolerance(1e-6, 1e-7)
+    assert evalplus.tolerance_for([1, 2.5], 0) == Tolerance(1e-6, 1e-7)  # widened: any float
+    assert evalplus.tolerance_for(3, 0) == Tolerance()
+    assert evalplus.tolerance_for(3, 1e-4) == Tolerance(1e-4, 1e-7)
+    assert evalplus.not_none_output(None) is False
+    assert evalplus.not_none_output("match") is True
+    assert evalplus.not_none_output(False) is False
+
+
+# --------------------------------------------------------------------------- sandbox
+def test_sandbox_runs_calls_and_keeps_python_types():
+    code = "def f(x):\n    return (x, {x}, {'k': [x, 2.5]}, None)\n"
+    (res,) = run_calls(code, [("f", (3,))], 5.0)
+    assert res.ok and res.value == (3, {3}, {"k": [3, 2.5]}, None)
+
+
+def test_sandbox_has_no_network_and_reports_errors():
+    code = (
+        "import socket\n"
+        "def f(x):\n"
+        "    socket.create_connection(('127.0.0.1', 9))\n"
+        "def g(x):\n"
+        "    s = socket.socket()\n"
+        "def h(x):\n"
+        "    return 1 // x\n"
+    )
+    results = run_calls(code, [("f", (1,)), ("g", (1,)), ("h", (0,)), ("h", (1,)), ("missing", (1,))], 5.0)
+    assert [r.ok for r in results] == [False, False, False, True, False]
+    assert "network access is disabled" in results[0].error
+    assert "network access is disabled" in results[1].error
+    assert "ZeroDivisionError" in results[2].error
+    assert results[3].value == 1
+    assert "no function 'missing'" in results[4].error
+
+
+def test_sandbox_times_out_one_call_and_continues_with_the_next():
+    code = "def spin(x):\n    while x:\n        pass\n    return 'done'\n"
+    results = run_calls(code, [("spin", (1,)), ("spin", (0,))], 0.5)
+    assert results[0].timed_out and not results[0].ok
+    assert results[1].ok and results[1].value == "done"
+
+
+def test_sandbox_survives_a_solution_that_does_not_load():
+    results = run_calls("def f(:\n", [("f", (1,)), ("f", (2,))], 1.0)
+    assert [r.ok for r in results] == [False, False]
+    assert "does not load" in results[0].error
