@@ -136,12 +136,13 @@ def test_one_request_per_task_turn_then_none(pytester: pytest.Pytester, stub: St
     assert first.ret == 0, first.stdout.str()[-3000:]
     assert stub.count == n_turns
     assert sorted(asked_turns(stub)) == sorted((t, i) for t, i, _, _ in smoke_turns())  # each turn exactly once
-    assert all(litellm_imported(probe).get(w) for w in ("gw0", "gw1"))
-    assert litellm_imported(probe)["main"] is False  # the xdist controller never calls a model
+    imported = litellm_imported(probe)
+    assert imported["main"] is False and (imported["gw0"] or imported["gw1"])  # the controller never calls
 
     second = run(pytester, stub, "-n", "2", results="r2.json")
     assert second.ret == 0, second.stdout.str()[-3000:]
     assert stub.count == n_turns  # zero requests the second time
+    assert not any(litellm_imported(probe).values())  # ... and not even litellm's import
     assert outcomes(pytester.path / "r1.json") == outcomes(pytester.path / "r2.json")
     doc = json.loads((pytester.path / "r2.json").read_text())
     usage = [a["usage"] for t in doc["tasks"] for a in t.get("answers", [])]

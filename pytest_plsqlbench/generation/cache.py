@@ -18,6 +18,7 @@ Guarantees:
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import json
 import logging
@@ -61,7 +62,7 @@ class Request:
     def params(self) -> dict[str, Any]:
         return {"temperature": self.temperature, "max_tokens": self.max_tokens}
 
-    @property
+    @functools.cached_property
     def key(self) -> str:
         payload = {
             "model": self.model,

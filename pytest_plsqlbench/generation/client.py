@@ -91,13 +91,6 @@ def _warm_up(litellm: ModuleType) -> None:
         log.debug("litellm warm-up failed", exc_info=True)
 
 
-def prewarm() -> threading.Thread:
-    """Import litellm in a background thread, so the import overlaps collection and setup."""
-    thread = threading.Thread(target=load_litellm, name="plsql-litellm-import", daemon=True)
-    thread.start()
-    return thread
-
-
 @dataclass(frozen=True)
 class Completion:
     """A successful reply and what it cost."""

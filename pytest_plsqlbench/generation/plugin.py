@@ -23,7 +23,7 @@ from ..answers import Answer, Exchange
 from ..settings import Settings
 from ..tasks import Task
 from .cache import AnswerCache
-from .client import ModelClient, prewarm
+from .client import ModelClient
 from .models import is_real_model, resolve_model
 from .prefetch import Prefetcher, worker_index
 from .progress import ProgressReporter, ProgressWriter, progress_dir, prune_stale
@@ -145,18 +145,18 @@ def pytest_plsql_prefetch(config: pytest.Config, tasks: Sequence[Task]) -> None:
 
 
 def _setup(config: pytest.Config) -> None:
-    """Idempotent per-process setup once settings exist (configure may run before the core's)."""
+    """Idempotent per-process setup once settings exist (configure may run before the core's).
+
+    litellm is not imported here: the first answer missing from the cache imports it, so
+    collection, cached and cache-only runs never pay for the import.
+    """
     settings = model_settings(config)
     if settings is None or config.stash.get(_SETUP_KEY, False):
         return
     config.stash[_SETUP_KEY] = True
-    if state.is_xdist_controller(config):
+    if state.is_xdist_controller(config) and getattr(config.option, "testrunuid", None) is None:
         # Workers take xdist's testrunuid; fixing it here lets the controller find their progress.
-        if getattr(config.option, "testrunuid", None) is None:
-            config.option.testrunuid = uuid.uuid4().hex
-        return
-    if not settings.cache_only and not settings.show_prompt:
-        prewarm()  # litellm's import (seconds) overlaps collection and database start-up
+        config.option.testrunuid = uuid.uuid4().hex
 
 
 def pytest_configure(config: pytest.Config) -> None:
