@@ -1,0 +1,161 @@
+"""The MBPP subset loader: manifests, resolution, conversion on first use, the disk cache."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from pytest_plsqlbench.errors import UsageError
+from pytest_plsqlbench.loaders import mbpp as loader
+from pytest_plsqlbench.manifests import discover
+from pytest_plsqlbench.settings import Settings
+
+
+def _plus_file(tmp_path: Path, n: int = 2) -> Path:
+    rows = [
+        {
+            "task_id": f"Mbpp/{900 + i}",
+            "prompt": f'"""\nWrite a function that adds {i}.\n"""',
+            "entry_point": f"add_{i}",
+            "canonical_solution": f"def add_{i}(x):\n    return x + {i}\n",
+            "base_input": [[1], [2]],
+            "plus_input": [[3.5], [True]],
+            "atol": 0,
+            "assertion": f"assert add_{i}(1) == {1 + i}\n",
+        }
+        for i in range(1, n + 1)
+    ]
+    path = tmp_path / "MbppPlus.jsonl"
+    path.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    return path
+
+
+def _settings(tmp_path: Path, **kw) -> Settings:
+    return Settings(subsets=("mbpp-plus",), data_cache=tmp_path / "cache", **kw)
+
+
+def test_manifests_name_loaders_sources_and_paper_metrics():
+    found = discover()
+    assert found["mbpp"].loader == "plsqlbench-mbpp"
+    assert found["mbpp"].source.kind == "plsqlbench"
+    assert found["mbpp"].source.url.startswith(
+        "https://codeload.github.com/oracle-samples/plsqlbench/tar.gz/"
+    )
+    plus = found["mbpp-plus"]
+    assert plus.loader == "mbpp-plus" and plus.source.name == "mbppplus"
+    assert (
+        plus.source.url
+        == "https://github.com/evalplus/mbppplus_release/releases/download/v0.2.0/MbppPlus.jsonl.gz"
+    )
+    assert plus.source.sha256 and plus.source.file == "MbppPlus.jsonl"
+    san = found["mbpp-sanitized"]
+    assert san.loader == "mbpp-sanitized" and san.source.name == "mbpp-sanitized"
+    assert san.source.url.endswith("/mbpp/sanitized-mbpp.json")
+    for name in ("mbpp", "mbpp-plus", "mbpp-sanitized"):
+        assert set(found[name].dialects) == {"postgres", "oracle"}
+    assert (
+        found["mbpp"].paper["comparable_metric"]
+        == found["mbpp-plus"].paper["comparable_metric"]
+        == "suite_pass"
+    )
+
+
+def test_other_loaders_are_not_ours():
+    manifest = discover()["smoke"]
+    assert (
+        loader.pytest_plsql_load_subset(config=None, manifest=manifest, settings=Settings(subsets=())) is None
+    )
+
+
+def test_converts_on_first_use_then_reads_the_cache(tmp_path, monkeypatch):
+    src = _plus_file(tmp_path)
+    manifest = discover()["mbpp-plus"]
+    settings = _settings(tmp_path, sources={"mbppplus": src})
+    tasks = loader.pytest_plsql_load_subset(config=None, manifest=manifest, settings=settings)
+    assert [t.id for t in tasks] == ["Mbpp/901", "Mbpp/902"]
+    assert all(t.subset == "mbpp-plus" and t.dialect == "postgres" for t in tasks)
+    assert [u.id for u in tasks[0].turns[0].tests] == ["base-001", "base-002", "plus-001", "plus-002"]
+    cache = tmp_path / "cache" / "converted"
+    # One conversion wrote every dialect and assertion mode, each with its summary.
+    assert len(list(cache.glob("*.jsonl"))) == 4 and len(list(cache.glob("*.summary.json"))) == 4
+    summary = json.loads(next(cache.glob("*postgres-null-safe*.summary.json")).read_text())
+    assert summary["summary"][0] == "converted 2 of 2"
+
+    from pytest_plsqlbench.convert import pipeline
+
+    def boom(*a, **k):
+        raise AssertionError("converted again instead of reading the cache")
+
+    monkeypatch.setattr(pipeline, "type_source", boom)
+    again = loader.pytest_plsql_load_subset(config=None, manifest=manifest, settings=settings)
+    assert again == tasks
+    oracle = loader.pytest_plsql_load_subset(
+        config=None,
+        manifest=manifest,
+        settings=_settings(tmp_path, sources={"mbppplus": src}, dialect="oracle"),
+    )
+    assert [t.dialect for t in oracle] == ["oracle", "oracle"]
+    # A different input is a different key: it converts (and here, fails loudly).
+    src.write_text(src.read_text().replace("adds 1", "adds one"))
+    with pytest.raises(AssertionError, match="converted again"):
+        loader.pytest_plsql_load_subset(config=None, manifest=manifest, settings=settings)
+
+
+def test_concurrent_workers_convert_once(tmp_path, monkeypatch):
+    src = _plus_file(tmp_path, n=1)
+    from pytest_plsqlbench.convert import pipeline
+
+    real = pipeline.type_source
+    calls = []
+
+    def counting(*a, **k):
+        calls.append(1)
+        time.sleep(0.5)  # let the other worker reach the lock
+        return real(*a, **k)
+
+    monkeypatch.setattr(pipeline, "type_source", counting)
+    results: list[list] = []
+
+    def worker() -> None:
+        results.append(
+            loader.load_converted(
+                "mbpp-plus",
+                src,
+                "postgres",
+                subset="mbpp-plus",
+                assertions="null-safe",
+                cache_dir=tmp_path / "c",
+            )
+        )
+
+    threads = [threading.Thread(target=worker) for _ in range(3)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    assert len(results) == 3 and results[0] == results[1] == results[2]
+    assert len(calls) == 1  # MBPP+ typing is shared by both assertion modes and all workers
+
+
+def test_plsqlbench_release_root_is_resolved_to_its_mbpp_file(tmp_path, plsqlbench_sample):
+    manifest = discover()["mbpp"]
+    settings = Settings(subsets=("mbpp",), data=plsqlbench_sample, data_cache=tmp_path)
+    assert (
+        loader.input_file(manifest, settings) == plsqlbench_sample / "datasets" / "mbpp" / "mbpp_plsql.jsonl"
+    )
+    tasks = loader.pytest_plsql_load_subset(config=None, manifest=manifest, settings=settings)
+    assert len(tasks) == 28 and tasks[0].id == "MBPP/1"
+    with pytest.raises(UsageError):
+        loader.input_file(
+            manifest, Settings(subsets=("mbpp",), data=tmp_path / "missing", data_cache=tmp_path)
+        )
+
+
+def test_cache_key_covers_converter_code_and_version():
+    name = loader.cache_name("mbpp-plus", "ab" * 32, "postgres", "published", "mbpp-plus")
+    assert loader.code_fingerprint() in name
+    assert "postgres-published" in name and "abababababababab" in name
