@@ -34,7 +34,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "tests"))
 
-from stub_openai import StubServer, ok  # noqa: E402
+from stub_openai import StubServer, ok
 
 log = logging.getLogger("generation_throughput")
 GOAL = 1.15
@@ -66,10 +66,18 @@ WORKER = textwrap.dedent(
 )
 
 
+def span(stub: StubServer, since: int) -> tuple[float, float]:
+    """Wall-clock time of the first request of a run arriving and of its last reply leaving."""
+    reqs = [r for r in stub.requests[since:] if r.finished is not None]
+    if not reqs:
+        return float("nan"), float("nan")
+    return min(r.started for r in reqs), max(r.finished for r in reqs)  # type: ignore[type-var]
+
+
 def window(stub: StubServer, since: int) -> float:
     """Seconds from the first request of a run arriving to its last reply leaving the stub."""
-    reqs = [r for r in stub.requests[since:] if r.finished is not None]
-    return max(r.finished for r in reqs) - min(r.started for r in reqs) if reqs else float("nan")
+    first, last = span(stub, since)
+    return last - first
 
 
 def bench_prefetch(stub: StubServer, n: int, latency: float, total_c: int, workers: int) -> dict:
@@ -128,9 +136,12 @@ def bench_pytest(stub: StubServer, n: int, latency: float, total_c: int, workers
         walls = []
         before = stub.count
         for _ in ("cold", "warm"):
-            started = time.monotonic()
-            proc = subprocess.run(cmd, cwd=tmp, capture_output=True, text=True, env=env)
+            started, started_wall = time.monotonic(), time.time()
+            proc = subprocess.run(cmd, cwd=tmp, capture_output=True, text=True, env=env, check=False)
             walls.append(time.monotonic() - started)
+            if _ == "cold":
+                first, last = span(stub, before)
+                lead, tail = first - started_wall, started_wall + walls[0] - last
             if proc.returncode != 0:
                 sys.stderr.write(proc.stdout[-3000:] + proc.stderr[-2000:])
                 raise SystemExit(f"pytest -n {workers} failed with exit code {proc.returncode}")
@@ -141,7 +152,7 @@ def bench_pytest(stub: StubServer, n: int, latency: float, total_c: int, workers
                 requests = stub.count - before
                 gen_window = window(stub, before)
     return {"mode": "pytest", "workers": workers, "per_worker": per_worker, "wall": walls[0], "warm": walls[1],
-            "window": gen_window,
+            "window": gen_window, "lead": lead, "tail": tail,
             "requests": requests, "second_run_requests": stub.count - before - requests}
 
 
@@ -176,7 +187,8 @@ def main(argv: list[str] | None = None) -> int:
     for r in rows:
         extra = ""
         if r["mode"] == "pytest":
-            extra = f"warm-cache rerun {r['warm']:.2f}s with {r['second_run_requests']} requests"
+            extra = (f"{r['lead']:.1f}s before the first request, {r['tail']:.1f}s after the last reply; "
+                     f"warm-cache rerun {r['warm']:.2f}s with {r['second_run_requests']} requests")
         flag = "" if r["window"] / ideal <= GOAL else "  (window > goal)"
         print(f"{r['mode']:9} {r['workers']:>3} {r['per_worker']:>8} {r['wall']:>7.2f} {r['wall'] / ideal:>10.2f} "
               f"{r['window']:>8.2f} {r['window'] / ideal:>12.2f} {r['requests']:>8} {r['max_in_flight']:>12}  "

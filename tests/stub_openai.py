@@ -18,9 +18,10 @@ import socket
 import sys
 import threading
 import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any
 
 __all__ = ["Action", "StubServer", "demo_task", "echo", "error", "fenced", "last_user_message", "malformed", "ok", "slow"]
 
@@ -130,13 +131,13 @@ class StubServer:
                 # the client's delayed ACK add ~40 ms to every reply.
                 self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
-            def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - quiet
+            def log_message(self, format: str, *args: Any) -> None:
                 pass
 
-            def do_POST(self) -> None:  # noqa: N802 - http.server API
+            def do_POST(self) -> None:
                 stub._handle(self)
 
-            def do_GET(self) -> None:  # noqa: N802
+            def do_GET(self) -> None:
                 self._send(404, b'{"error": {"message": "not found"}}')
 
             def _send(self, code: int, body: bytes, headers: Mapping[str, str] = {}) -> None:
@@ -162,7 +163,7 @@ class StubServer:
     def api_base(self) -> str:
         return f"http://127.0.0.1:{self.port}/v1"
 
-    def start(self) -> "StubServer":
+    def start(self) -> StubServer:
         self._thread.start()
         return self
 
@@ -171,7 +172,7 @@ class StubServer:
         self._server.shutdown()
         self._server.server_close()
 
-    def __enter__(self) -> "StubServer":
+    def __enter__(self) -> StubServer:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:

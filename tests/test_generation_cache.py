@@ -21,15 +21,15 @@ TESTS = Path(__file__).resolve().parent
 
 
 def req(**kw) -> Request:
-    base = dict(model="openai/stub", messages=({"role": "user", "content": "hi"},), temperature=0.0,
-                max_tokens=8192, sample=0, task_id="Mbpp/2", subset="mbpp", turn=1)
+    base = {"model": "openai/stub", "messages": ({"role": "user", "content": "hi"},), "temperature": 0.0,
+            "max_tokens": 8192, "sample": 0, "task_id": "Mbpp/2", "subset": "mbpp", "turn": 1}
     base.update(kw)
     return Request(**base)  # type: ignore[arg-type]
 
 
 def rec(r: Request, **kw) -> Record:
-    base = dict(key=r.key, status="ok", raw="```sql\nBEGIN NULL; END;\n```", code="BEGIN NULL; END;",
-                usage={"prompt_tokens": 3}, run_id="run-1")
+    base = {"key": r.key, "status": "ok", "raw": "```sql\nBEGIN NULL; END;\n```", "code": "BEGIN NULL; END;",
+            "usage": {"prompt_tokens": 3}, "run_id": "run-1"}
     base.update(kw)
     return Record(**base)  # type: ignore[arg-type]
 
@@ -37,8 +37,9 @@ def rec(r: Request, **kw) -> Record:
 def test_key_covers_model_messages_params_and_sample() -> None:
     r = req()
     assert len(r.key) == 64 and r.key == req().key
-    for change in (dict(model="openai/other"), dict(messages=({"role": "user", "content": "hi!"},)),
-                   dict(temperature=0.2), dict(max_tokens=100), dict(sample=1)):
+    changes = ({"model": "openai/other"}, {"messages": ({"role": "user", "content": "hi!"},)},
+               {"temperature": 0.2}, {"max_tokens": 100}, {"sample": 1})
+    for change in changes:
         assert req(**change).key != r.key, change
     # Where the answer belongs is not part of what determines it.
     assert req(task_id="other", subset="x", turn=2).key == r.key

@@ -182,6 +182,6 @@ def test_only_the_model_endpoint_is_contacted(tmp_path: Path) -> None:
         print("OK", len(seen))
         """
     )
-    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=False)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert proc.stdout.startswith("OK")

@@ -196,7 +196,7 @@ def test_cache_only_never_calls_nor_imports_litellm(tmp_path: Path) -> None:
         print(json.dumps([a.status, a.error, "litellm" in sys.modules]))
         """
     )
-    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=False)
     assert proc.returncode == 0, proc.stderr[-2000:]
     import json
 

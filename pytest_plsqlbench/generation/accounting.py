@@ -8,7 +8,8 @@ price there), ``latency_s`` (the successful request), ``attempts``, ``status`` a
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Mapping
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 
 def _num(value: Any) -> float | None:

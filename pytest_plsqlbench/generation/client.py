@@ -23,9 +23,10 @@ import os
 import random
 import threading
 import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import ModuleType
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any
 
 log = logging.getLogger(__name__)
 
@@ -87,7 +88,7 @@ def _warm_up(litellm: ModuleType) -> None:
     try:
         litellm.completion(model="openai/plsqlbench-warm-up", messages=[{"role": "user", "content": "-"}],
                            mock_response="-", api_key="unused")
-    except Exception:  # noqa: BLE001 - only an optimisation
+    except Exception:  # only an optimisation
         log.debug("litellm warm-up failed", exc_info=True)
 
 
@@ -163,7 +164,7 @@ def is_transient(exc: BaseException, litellm: ModuleType) -> bool:
                          "ServiceUnavailableError", "BadGatewayError")
         ) if isinstance(t, type)
     )
-    if isinstance(exc, transient_types) or isinstance(exc, (TimeoutError, ConnectionError)):
+    if isinstance(exc, (*transient_types, TimeoutError, ConnectionError)):
         return True
     status = _status(exc)
     if status is not None:
@@ -226,7 +227,7 @@ class ModelClient:
                     max_retries=0,
                     drop_params=True,
                 )
-            except Exception as exc:  # noqa: BLE001 - every provider failure is reported, the run goes on
+            except Exception as exc:  # every provider failure is reported; the run goes on
                 transient = is_transient(exc, litellm)
                 message = f"{type(exc).__name__}: {str(exc).strip() or 'no message'}"
                 if len(message) > 500:
@@ -259,7 +260,7 @@ class ModelClient:
         elif "response_cost" not in hidden:
             try:
                 cost = float(litellm.completion_cost(completion_response=response))
-            except Exception:  # noqa: BLE001 - unknown models have no price: cost unknown, not an error
+            except Exception:  # unknown models have no price: cost unknown, not an error
                 cost = None
         usage = {
             "model": self.model,

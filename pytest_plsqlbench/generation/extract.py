@@ -19,7 +19,7 @@ SQL_LANGS = frozenset(
 )
 
 _FENCE_OPEN = re.compile(r"^[ \t]*(?P<fence>`{3,}|~{3,})[ \t]*(?P<lang>[^\s`]*)[^\n]*$")
-_REASONING = re.compile(r"<(think|thinking|reasoning)>.*?(</\1>|\Z)", re.S | re.I)
+_REASONING = re.compile(r"<(think|thinking|reasoning)>.*?(</\1>|\Z)", re.DOTALL | re.IGNORECASE)
 _CODE_START = re.compile(
     r"""^\s*(?:
         create\s+(?:or\s+replace\s+)?(?:(?:non)?editionable\s+)?(?:function|procedure|package|type|trigger|view
@@ -36,7 +36,7 @@ _CODE_START = re.compile(
       | comment\s+on\b | grant\s+\w+
       | -- | /\* | <<\w+>>
     )""",
-    re.I | re.X,
+    re.IGNORECASE | re.VERBOSE,
 )
 
 
@@ -71,7 +71,7 @@ def _is_terminator(line: str, dialect: str) -> bool:
     if dialect == "oracle" and s == "/":
         return True
     code = s.split("--", 1)[0].rstrip() if "--" in s and "'" not in s else s
-    return code.endswith(";") or code.endswith("$$")
+    return code.endswith((";", "$$"))
 
 
 def _strip_prose(text: str, dialect: str) -> str:

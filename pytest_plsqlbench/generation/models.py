@@ -8,7 +8,7 @@ passed to litellm unchanged (``openai/…``, ``ollama/…``, ``gemini/…``).
 
 from __future__ import annotations
 
-from typing import Mapping
+from collections.abc import Mapping
 
 #: Built-in aliases; every target must exist in litellm's model cost map (a test checks it).
 BUILTIN_ALIASES: Mapping[str, str] = {

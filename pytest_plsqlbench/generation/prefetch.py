@@ -19,8 +19,8 @@ from __future__ import annotations
 import collections
 import logging
 import threading
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 from ..answers import Answer
 from ..tasks import Task
@@ -84,7 +84,7 @@ class Prefetcher:
         self._done = threading.Event()
         self._running = 0
 
-    def start(self) -> "Prefetcher":
+    def start(self) -> Prefetcher:
         # More threads than request slots (the service's semaphore keeps ``concurrency`` requests
         # in flight): while one thread extracts and writes an answer, another already waits for
         # the slot it frees, so replies arriving together do not leave slots idle.
@@ -117,7 +117,7 @@ class Prefetcher:
             while (job := self._next()) is not None:
                 try:
                     finished = self._run(job)
-                except Exception:  # noqa: BLE001 - a prefetch bug must not kill the run; tests ask again
+                except Exception:  # a prefetch bug must not kill the run; tests ask again
                     log.exception("prefetch of %s failed unexpectedly", job.task.id)
                     continue
                 if not finished and job.own and not job.deferred:

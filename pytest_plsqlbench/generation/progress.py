@@ -21,8 +21,9 @@ import shutil
 import tempfile
 import threading
 import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 from ..answers import Answer
 
@@ -151,7 +152,7 @@ class ProgressReporter:
         self._thread = threading.Thread(target=self._run, name="plsql-progress", daemon=True)
         self.lines: list[str] = []
 
-    def start(self) -> "ProgressReporter":
+    def start(self) -> ProgressReporter:
         self._thread.start()
         return self
 
@@ -167,7 +168,7 @@ class ProgressReporter:
         log.info(line)
         try:
             self._write(line)
-        except Exception:  # noqa: BLE001 - a progress line must never break the run
+        except Exception:  # a progress line must never break the run
             log.debug("cannot write progress line", exc_info=True)
 
     def _run(self) -> None:

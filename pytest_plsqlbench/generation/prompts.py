@@ -11,7 +11,7 @@ answers are not reused for a different prompt -- which is what a benchmark wants
 
 from __future__ import annotations
 
-from typing import Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 from ..answers import Answer, Exchange
 from ..tasks import Task, Turn
