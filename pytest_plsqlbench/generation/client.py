@@ -260,7 +260,7 @@ class ModelClient:
         elif "response_cost" not in hidden:
             try:
                 cost = float(litellm.completion_cost(completion_response=response))
-            except Exception:  # unknown models have no price: cost unknown, not an error
+            except Exception:  # noqa: BLE001 - unknown models have no price: cost unknown, not an error
                 cost = None
         usage = {
             "model": self.model,
