@@ -257,3 +257,12 @@ def test_obtain_is_thread_safe_for_one_key(stub: StubServer, tmp_path: Path) -> 
     for t in threads:
         t.join()
     assert stub.count == 1 and len(set(out)) == 1 and len(out) == 8
+
+
+def test_samples_are_distinct_requests(stub: StubServer, tmp_path: Path) -> None:
+    tasks = [demo_task(1), demo_task(2, turns=2)]
+    svc = make_service(stub, tmp_path)
+    assert Prefetcher(svc, tasks, samples=3).start().wait(60)
+    assert stub.count == 3 * (1 + 2)
+    keys = {a.cache_key for t in tasks for s in range(3) for a in conversation(svc, t, s)}
+    assert len(keys) == 9 and stub.count == 9
