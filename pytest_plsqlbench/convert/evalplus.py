@@ -70,10 +70,6 @@ def _tuple_all(value: Any) -> Any:
     return tuple(_tuple_all(v) for v in value) if isinstance(value, list) else value
 
 
-def _tuples(items: list[Any]) -> list[Any]:
-    return [tuple(x) for x in items]
-
-
 _RULES: dict[int, Callable[[list[Any]], list[Any]]] = {}
 
 
@@ -137,15 +133,6 @@ def deserialize_inputs(task_id: str, inputs: list[Any]) -> list[list[Any]]:
     if rule is None:
         return inputs
     return [list(rule(list(inp))) for inp in inputs]
-
-
-def is_floats(value: Any) -> bool:
-    """evalplus's test: a float, or a non-empty list/tuple of floats only."""
-    if isinstance(value, float):
-        return True
-    if isinstance(value, (list, tuple)) and value:
-        return all(isinstance(v, float) for v in value)
-    return False
 
 
 def contains_float(value: Any) -> bool:

@@ -369,6 +369,8 @@ def emit_task(
     if not cases:
         return None, dropped, Rejection(task.id, "no-cases", "every case was dropped")
     notes = list(typed.notes)
+    if 2 * len(cases) < len(task.cases):
+        notes.append(f"only {len(cases)} of {len(task.cases)} source cases fit the signature")
     if sig.name != task.entry_point:
         notes.append(
             f"entry point {task.entry_point!r} is named {sig.name!r} in SQL (reserved or built-in name)"
