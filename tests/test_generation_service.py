@@ -224,16 +224,23 @@ def test_progress_counts_each_task_once(stub: StubServer, tmp_path: Path) -> Non
 
 def test_progress_reporter_prints_while_generation_runs(tmp_path: Path) -> None:
     lines: list[str] = []
+
+    def wait_for(text: str) -> None:
+        deadline = time.monotonic() + 20
+        while not any(text in line for line in lines) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert any(text in line for line in lines), lines
+
     writer = ProgressWriter(tmp_path / "gw0.json", "gw0", own_total=3, total=3, min_interval=0)
-    reporter = ProgressReporter(tmp_path, lines.append, delay=0.1, interval=0.1, poll=0.02).start()
-    for kind in ("generated", "cached"):
-        writer.record(kind)
-        time.sleep(0.3)
+    reporter = ProgressReporter(tmp_path, lines.append, delay=0.05, interval=0.05, poll=0.01).start()
+    writer.record("generated")
+    wait_for("1/3 tasks -- 1 generated")
+    writer.record("cached")
+    wait_for("2/3 tasks")
     writer.record("failed")
-    time.sleep(0.3)
+    wait_for("3/3 tasks")
     reporter.stop(cleanup=False)
-    assert lines and lines[-1] == "plsql generation: 3/3 tasks -- 1 generated, 1 cached, 1 failed"
-    assert any("1/3" in line or "2/3" in line for line in lines)
+    assert lines[-1] == "plsql generation: 3/3 tasks -- 1 generated, 1 cached, 1 failed"
 
 
 def test_quiet_when_generation_is_short(tmp_path: Path) -> None:
