@@ -9,10 +9,12 @@ ratio shows what splitting the work across workers costs.
 Modes:
 - ``prefetch``: the prefetcher itself, one process per simulated xdist worker (worker i of n
   prefetches its share while "its tests" ask for every n-th task), litellm imported before the
-  clock starts (in a real run the import overlaps collection).
+  clock starts (a fixed one-time cost per process, paid at the first cache miss of a real run).
 - ``pytest``: the end-to-end path, ``pytest --subset <N generated tasks> --plsql-model=openai/stub
-  -n 1|2`` against a cold cache; a second run of the same command against the warm cache measures
-  the fixed cost of a run (start-up, database, tests) and the "generation" ratio subtracts it.
+  -n 1|2`` against a cold cache, then again against the warm cache (which must make no request).
+
+Both report the wall time and the generation window (first request in to last reply out, as the
+stub saw them); the pytest wall includes start-up, litellm's import, the database and the tests.
 
     python benchmarks/generation_throughput.py                 # both modes, N=96 L=0.5 C=4
     python benchmarks/generation_throughput.py --mode prefetch --tasks 200 --latency 0.2 --concurrency 8
