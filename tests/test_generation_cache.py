@@ -189,3 +189,12 @@ def test_eight_processes_share_one_request_per_key(tmp_path: Path) -> None:
     assert sum(r["requests"] for r in results) == 20
     assert all(r["answers"] == results[0]["answers"] for r in results)
     assert len(list((tmp_path / "cache").rglob("*.json"))) == 20
+
+
+def test_unwritable_cache_still_answers(tmp_path: Path) -> None:
+    """A read-only cache folder degrades to no sharing, not to a crash."""
+    (tmp_path / "ro").mkdir()
+    (tmp_path / "ro" / ".locks").write_text("not a folder")  # mkdir fails like on a read-only disk
+    cache = AnswerCache(tmp_path / "ro")
+    with cache.lock(req()) as held:
+        assert held is True

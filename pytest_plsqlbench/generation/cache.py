@@ -199,12 +199,16 @@ class AnswerCache:
     def lock(self, req: Request, blocking: bool = True) -> Iterator[bool]:
         """Hold the key's file lock; yields False (without holding it) if ``blocking`` is off and
         another process or thread has it."""
-        self._locks.mkdir(parents=True, exist_ok=True)
         lock = FileLock(str(self._locks / f"{req.key}.lock"), thread_local=False)
         try:
+            self._locks.mkdir(parents=True, exist_ok=True)
             lock.acquire(timeout=-1 if blocking else 0)
         except Timeout:
             yield False
+            return
+        except OSError as exc:  # a read-only cache: answer anyway, without sharing across processes
+            log.warning("answer cache: cannot lock %s (%s); generating without a lock", self._locks, exc)
+            yield True
             return
         try:
             yield True
