@@ -116,6 +116,7 @@ class AnswerCache:
     def __init__(self, root: Path) -> None:
         self.root = Path(root)
         self._locks = self.root / ".locks"
+        self._reported: set[Path] = set()  # corrupt entries already logged (a miss reads twice)
 
     def path(self, req: Request) -> Path:
         key = req.key
@@ -153,7 +154,9 @@ class AnswerCache:
                 created=str(data.get("created") or ""),
             )
         except (ValueError, KeyError, TypeError) as exc:
-            log.warning("answer cache: corrupt entry %s (%s); treating it as missing", path, exc)
+            if path not in self._reported:
+                self._reported.add(path)
+                log.warning("answer cache: corrupt entry %s (%s); treating it as missing", path, exc)
             return None
 
     # ------------------------------------------------------------------ writing

@@ -55,6 +55,7 @@ class AnswerService:
         self._guard = threading.Lock()
         self._key_locks: dict[str, threading.Lock] = {}
         self._memo: dict[str, Answer] = {}
+        self._announced: set[str] = set()
         #: Model requests made by this process (each may include retries), for tests and logs.
         self.requests = 0
 
@@ -132,7 +133,9 @@ class AnswerService:
         if not this_run:
             reason = "--plsql-regenerate" if self.regenerate else record.regenerate_reason()
             if reason:
-                log.info("answer cache: regenerating %s (%s)", req.describe(), reason)
+                if req.key not in self._announced:  # a miss reads the cache twice
+                    self._announced.add(req.key)
+                    log.info("answer cache: regenerating %s (%s)", req.describe(), reason)
                 return None
         return self._answer(record, req, cached=not this_run)
 
