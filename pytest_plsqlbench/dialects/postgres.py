@@ -49,6 +49,8 @@ SCRATCH = "answers"
 TXN_STARTS = ("BEGIN", "START TRANSACTION", "COMMIT", "END", "ROLLBACK", "ABORT", "SAVEPOINT", "RELEASE", "PREPARE TRANSACTION")
 VOID_OID = 2278
 MAX_ROWS = 100_000
+#: Seconds recover() keeps trying to get the database back.
+RECOVERY_S = 20.0
 #: Rows fetched per round trip while streaming a result.
 ROW_CHUNK = 500
 
@@ -89,6 +91,14 @@ def classify(sqlstate: str | None, phase: Phase) -> str:
     if sqlstate in _ARTIFACT or sqlstate.startswith("42"):
         return outcomes.INVALID_ARTIFACT
     return outcomes.WRONG_OUTPUT
+
+
+class _EndedByAnswer(InfrastructureError):
+    """The connection ended by a limit the answer set on its own session (not a harness fault)."""
+
+    def __init__(self, message: str, sqlstate: str | None) -> None:
+        super().__init__(message)
+        self.sqlstate = sqlstate
 
 
 def _code_only(text: str) -> str:
@@ -191,11 +201,18 @@ class PostgresSession(Session):
         self._lines.append(line)
 
     def _exec(self, query: str | pgsql.Composable) -> None:
+        """Run a harness statement; any failure is the harness's, unless the answer ended the session."""
         assert self.conn is not None
         try:
             self.conn.execute(query)
-        except psycopg.OperationalError as exc:
-            raise InfrastructureError(f"database connection lost: {exc}") from exc
+        except psycopg.Error as exc:
+            lost = self.conn.closed or self.conn.broken
+            if lost and getattr(exc, "sqlstate", None) in _ANSWER_FATAL:
+                raise _EndedByAnswer(f"the answer's own session limit ended its connection: {str(exc).strip()}",
+                                     exc.sqlstate) from exc
+            if lost or isinstance(exc, psycopg.OperationalError):
+                raise InfrastructureError(f"database connection lost: {exc}") from exc
+            raise InfrastructureError(f"harness statement failed: {str(exc).strip()}") from exc
 
     # ----------------------------------------------------------------- task scope
     def begin_task(self) -> None:
@@ -258,8 +275,15 @@ class PostgresSession(Session):
             self._capture = False
             self._savepoint = None
             result.truncated = self._truncated
+            try:
+                self._after_script(savepoint, keep=not isolated and result.error is None)
+            except _EndedByAnswer as exc:
+                # A limit the script set on its own session fired right after it (e.g. a 1 ms
+                # transaction_timeout): the script's failure, in a fresh scope.
+                self._restart_scope()
+                if result.error is None:
+                    result.error = DbError(str(exc), exc.sqlstate, outcomes.TIMEOUT, None)
             result.duration_s = time.monotonic() - t0
-            self._after_script(savepoint, keep=not isolated and result.error is None)
         return result
 
     def _runnable(self, stmt: Statement, result: Execution) -> bool:
@@ -641,15 +665,32 @@ class PostgresBackend(Backend):
             return False
 
     def recover(self) -> None:
-        if self.server is not None and not self.server.alive():
-            log.warning("the embedded PostgreSQL server died; restarting it")
-            self.server.restart()
-        if not self.alive():
+        """Bring the server (restarting an embedded one that died), the admin and the candidate
+        connections back; raise InfrastructureError if that fails for RECOVERY_S seconds.
+
+        Polls rather than deciding once: a killed postmaster can still look alive for a moment
+        after its backends are gone, and a server restarting after a backend crash refuses
+        connections while it recovers.
+        """
+        deadline = time.monotonic() + RECOVERY_S
+        while True:
+            if self.server is not None and not self.server.alive():
+                log.warning("the embedded PostgreSQL server died; restarting it")
+                self.server.restart()
+            if self.alive():
+                break
             if self.admin is not None:
                 try:
                     self.admin.close()
                 except Exception:  # noqa: BLE001
                     pass
-            self.admin = self._admin_connect(self.db_dsn)
+                self.admin = None
+            try:
+                self.admin = psycopg.connect(self.db_dsn, autocommit=True)
+                break
+            except psycopg.OperationalError as exc:
+                if time.monotonic() > deadline:
+                    raise InfrastructureError(f"cannot reconnect to PostgreSQL: {exc}") from exc
+                time.sleep(0.2)
         if self._session is not None:
             self._session.connect()
