@@ -181,7 +181,8 @@ class PlsqlItem(pytest.Item):
         return super()._repr_failure_py(excinfo, style=style)
 
     def reportinfo(self) -> tuple[Path | str, int | None, str]:
-        return self.path, None, self.nodeid
+        # A line number (not None): pytest's skip/skipif reporting asserts one exists.
+        return self.path, 0, self.nodeid
 
 
 def failure_text(outcome: TestOutcome) -> str:

@@ -53,10 +53,16 @@ def register(subparsers: Any) -> None:
 
     val = subparsers.add_parser(
         "validate",
-        help="replay-validate converted tasks on a real database",
-        description="Install each task's replay function and run its unit tests against it.",
+        help="replay-validate converted tasks, or check a Spider subset's gold SQL, on a real database",
+        description="With FILE (from plsqlbench convert): install each task's replay function and run "
+        "its unit tests against it. With --subset spider (or spider2-st / spider2-mt): report how many "
+        "gold queries transpile to the dialect and run on the data given with --plsql-data.",
     )
-    val.add_argument("file", type=Path, help="output of plsqlbench convert")
+    val.add_argument("file", type=Path, nargs="?", help="output of plsqlbench convert")
+    val.add_argument("--subset", help="a schema-grounded subset to check instead of FILE (spider, spider2-st, spider2-mt)")
+    val.add_argument("--plsql-dialect", choices=DIALECTS, default="postgres", help="dialect for --subset (default postgres)")
+    val.add_argument("--plsql-data", type=Path, help="local PLSQLBench release for --subset (else downloaded)")
+    val.add_argument("--plsql-data-cache", type=Path, help="where downloaded data is cached")
     val.add_argument("--plsql-db", choices=DB_KINDS, help="embedded (postgres default), container or dsn")
     val.add_argument("--plsql-dsn", help="connection string of an existing server")
     val.add_argument("--plsql-timeout", type=float, default=10.0, help="seconds per statement")
@@ -116,6 +122,10 @@ def run_convert(args: argparse.Namespace) -> int:
 def run_validate(args: argparse.Namespace) -> int:
     from .validate import replay_validate
 
+    if args.subset:
+        return _validate_subset(args)
+    if args.file is None:
+        raise UsageError("plsqlbench validate needs FILE (from plsqlbench convert) or --subset NAME")
     tasks = read_tasks(args.file)
     dialects = {t.dialect for t in tasks}
     if len(dialects) > 1:
@@ -135,3 +145,22 @@ def run_validate(args: argparse.Namespace) -> int:
     if len(report.failures) > args.show:
         print(f"  ... and {len(report.failures) - args.show} more")
     return 0 if report.ok else 1
+
+
+def _validate_subset(args: argparse.Namespace) -> int:
+    """Gold-SQL check of a schema-grounded subset (``validate --subset spider``)."""
+    from ..spider.validate import validate_subset
+
+    db = args.plsql_db or ("dsn" if args.plsql_dsn else "embedded" if args.plsql_dialect == "postgres" else "container")
+    settings = Settings(
+        subsets=(args.subset,),
+        dialect=args.plsql_dialect,
+        db=db,
+        dsn=args.plsql_dsn,
+        timeout=args.plsql_timeout,
+        data=args.plsql_data,
+        data_cache=args.plsql_data_cache,
+    )
+    lines, ok = validate_subset(settings, args.subset)
+    print("\n".join(lines))
+    return 0 if ok else 1
