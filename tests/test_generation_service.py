@@ -273,3 +273,17 @@ def test_samples_are_distinct_requests(stub: StubServer, tmp_path: Path) -> None
     assert stub.count == 3 * (1 + 2)
     keys = {a.cache_key for t in tasks for s in range(3) for a in conversation(svc, t, s)}
     assert len(keys) == 9 and stub.count == 9
+
+
+def test_tasks_sharing_a_prompt_are_generated_and_cached_each(stub: StubServer, tmp_path: Path) -> None:
+    """Identical prompts in two tasks: one request per task, and each has its own record."""
+    a, b = demo_task(1), demo_task(1, subset="other")
+    b = type(b)(**{**b.__dict__, "id": "T1-copy"})
+    svc = make_service(stub, tmp_path)
+    conversation(svc, a)
+    conversation(svc, b)
+    assert stub.count == 2
+    again = make_service(stub, tmp_path, run_id="run-2")
+    conversation(again, a)
+    conversation(again, b)
+    assert stub.count == 2

@@ -2,8 +2,10 @@
 
 Layout: ``<cache>/<model>/<subset>/<task>.t<turn>.s<sample>.<key16>.json`` -- a person finds the
 answers of a task with ``ls``; the full key inside the record is what counts. The key is the
-sha256 of the model string, the exact messages, the sampling parameters and the sample index,
-so a changed prompt, schema or earlier rollout answer never reuses a stale answer.
+sha256 of the model string, the exact messages, the sampling parameters, and which task, turn
+and sample the answer is for: a changed prompt, schema or earlier rollout answer never reuses a
+stale answer, and two tasks that happen to share a prompt still get one generation each (they
+are independent samples, as the benchmark counts them).
 
 Guarantees:
 - A record is written to a temporary file in the same directory and moved into place with
@@ -48,7 +50,7 @@ def slug(text: str) -> str:
 
 @dataclass(frozen=True)
 class Request:
-    """Everything that determines a reply (hashed into the key) plus where it belongs (not hashed)."""
+    """Everything that determines a reply, and the task turn it answers: all hashed into the key."""
 
     model: str
     messages: Sequence[Mapping[str, str]]
@@ -70,6 +72,7 @@ class Request:
             "messages": [dict(m) for m in self.messages],
             "params": self.params,
             "sample": self.sample,
+            "task": [self.subset, self.task_id, self.turn],
         }
         blob = json.dumps(payload, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
         return hashlib.sha256(blob.encode("utf-8")).hexdigest()
