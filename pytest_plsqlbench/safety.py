@@ -39,6 +39,8 @@ RULES = (
     "programs", "system", "limits", "signals", "transactions", "client",
 )
 SCRATCH = "answers"
+#: Statements, bodies and dynamic-SQL strings read per answer at most.
+MAX_UNITS = 5000
 
 _PG_SCRATCH = {None, SCRATCH, "pg_temp"}
 #: Words that begin a statement inside PL/SQL and PL/pgSQL bodies.
@@ -182,9 +184,10 @@ def _units(code: str, dialect: str) -> list[list[_Tok]]:
             units.append([_Tok("\\CLIENT", "word", stmt.text, stmt.line)])
             continue
         pending.append((stmt.text, stmt.line))
-    depth = 0
-    while pending and depth < 2000:
-        depth += 1
+    while pending:
+        if len(units) >= MAX_UNITS:
+            log.warning("safety check: more than %d statements, bodies and strings; the rest is not read", MAX_UNITS)
+            break
         text, line = pending.pop(0)
         toks = _lex(text, dialect, line)
         units.append(toks)
@@ -355,9 +358,9 @@ def _check_unit(toks: list[_Tok], ctx: _Context) -> None:
             add(Finding("transactions", "PRAGMA AUTONOMOUS_TRANSACTION commits outside the task's transaction", tok.line))
         elif w in _CALL_RULE and tok.kind == "word" and nxt in ("(", "."):
             add(Finding(_CALL_RULE[w], f"{tok.text} {_CALL_TEXT[_CALL_RULE[w]]}", tok.line))
-        elif w == "SET_CONFIG" and nxt == "(" and i + 2 < n and toks[i + 2].kind == "string":
-            if toks[i + 2].text.upper() in _LIMITS:
-                add(Finding("limits", f"set_config('{toks[i + 2].text}')", tok.line))
+        elif w == "SET_CONFIG" and nxt == "(" and i + 2 < n and toks[i + 2].kind == "string" \
+                and toks[i + 2].text.upper() in _LIMITS:
+            add(Finding("limits", f"set_config('{toks[i + 2].text}')", tok.line))
 
 
 def _name_list(toks: list[_Tok], i: int) -> list[tuple[str | None, str] | None]:

@@ -30,7 +30,6 @@ import time
 from typing import Any, Sequence
 
 import psycopg
-from psycopg import errors as pgerr
 from psycopg import sql as pgsql
 from sqlparse import tokens as T
 
