@@ -42,7 +42,8 @@ def is_benchmark_nodeid(nodeid: str) -> bool:
 class CrashRetry:
     """Controller-side plugin: one more run for a benchmark item whose worker crashed."""
 
-    def __init__(self) -> None:
+    def __init__(self, config: pytest.Config) -> None:
+        self.config = config
         self.crashes: Counter[str] = Counter()
 
     @pytest.hookimpl(optionalhook=True)
@@ -66,6 +67,30 @@ class CrashRetry:
         if report.outcome == RERUN:
             return RERUN, "R", (RERUN.upper(), {"yellow": True})
         return None
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        if report.outcome == RERUN:
+            _drop_junit_testcase(self.config, report)
+
+
+def _drop_junit_testcase(config: pytest.Config, report: pytest.TestReport) -> None:
+    """Forget the empty ``<testcase>`` junitxml opened for a rerun report (it would read as passed)."""
+    try:
+        from _pytest.junitxml import xml_key
+    except ImportError:  # pragma: no cover - pytest moved it
+        return
+    xml: Any = config.stash.get(xml_key, None)
+    if xml is None:
+        return
+    try:
+        reporter = xml.node_reporter(report)  # the one junitxml opened (its key differs by pytest version)
+        for key in [k for k, v in xml.node_reporters.items() if v is reporter]:
+            del xml.node_reporters[key]
+        if reporter in xml.node_reporters_ordered:
+            xml.node_reporters_ordered.remove(reporter)
+    except (AttributeError, TypeError) as exc:  # junitxml internals changed: an extra empty testcase, no more
+        log.debug("junitxml: cannot drop the rerun testcase of %s: %s", report.nodeid, exc)
 
 
 def _will_run_again(sched: Any, nodeid: str) -> bool:
@@ -120,4 +145,4 @@ def _forget(sched: Any, nodeid: str) -> None:
 @pytest.hookimpl(trylast=True)  # after the plugin resolved the settings
 def pytest_configure(config: pytest.Config) -> None:
     if is_active(config) and getattr(config, "workerinput", None) is None and config.pluginmanager.hasplugin("xdist"):
-        config.pluginmanager.register(CrashRetry(), "plsqlbench-crash-retry")
+        config.pluginmanager.register(CrashRetry(config), "plsqlbench-crash-retry")

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import xml.etree.ElementTree as ET
 import subprocess
 import sys
 from pathlib import Path
@@ -152,7 +153,7 @@ def test_killed_backend_server_and_workers_leave_the_metrics_of_an_undisturbed_r
     assert (state / "fired.log").exists() is False
 
     monkeypatch.setenv("PLSQL_FAULTS", json.dumps(FAULTS))
-    disturbed = run(pytester, *base, "--plsql-results=disturbed.json", "-rf")
+    disturbed = run(pytester, *base, "--plsql-results=disturbed.json", "-rf", "--junitxml=disturbed.xml")
     doc = json.loads((pytester.path / "disturbed.json").read_text())
 
     fired = (state / "fired.log").read_text().split("\n")
@@ -174,6 +175,9 @@ def test_killed_backend_server_and_workers_leave_the_metrics_of_an_undisturbed_r
     assert faulty["tasks"] == clean_doc["subsets"]["faulty"]["tasks"] == 5
     disturbed.stdout.fnmatch_lines(["*excluded from the metrics*calc_e*", "*FAILED faulty/calc_d/case-3*infrastructure*"],
                                    consecutive=False)
+    # One JUnit testcase per item: the reruns after a crash leave no extra (empty, "passed") ones.
+    names = [c.get("name") for c in ET.parse(pytester.path / "disturbed.xml").getroot().iter("testcase")]
+    assert sorted(names) == sorted(f"faulty/{t}/case-{n}" for t, count, _ in TASKS for n in range(1, count + 1))
     clean.assert_outcomes(passed=11, failed=3)
     assert clean.ret == disturbed.ret == pytest.ExitCode.TESTS_FAILED
 
@@ -227,6 +231,22 @@ def test_invalid_yaml_task_file_is_one_error_naming_file_and_line(pytester: pyte
     result = run(pytester, "--subset", "mini", "--plsql-tasks", str(mini), "--plsql-model=reference")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines([f"*{broken}:*: not valid YAML*"])
+    assert "Traceback" not in result.stderr.str()
+
+
+@pytest.mark.parametrize(
+    ("option", "message"),
+    [
+        ("--plsql-safety=maybe", "*--plsql-safety*invalid choice*maybe*"),
+        ("--plsql-timeout=soon", "*--plsql-timeout: invalid value 'soon'*"),
+        ("--plsql-timeout=-1", "*--plsql-timeout must be positive*"),
+        ("--plsql-no-such-option", "*unrecognized arguments: --plsql-no-such-option*"),
+    ],
+)
+def test_bad_options_are_one_usage_error(pytester: pytest.Pytester, mini: Path, option: str, message: str) -> None:
+    result = run(pytester, "--subset", "mini", "--plsql-tasks", str(mini), "--plsql-model=reference", option)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([message])
     assert "Traceback" not in result.stderr.str()
 
 
