@@ -171,7 +171,6 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     if settings is None or settings.show_prompt or getattr(config, "workerinput", None) is not None:
         return
     terminal = config.pluginmanager.get_plugin("terminalreporter")
-
     capman = config.pluginmanager.get_plugin("capturemanager")
 
     def write(line: str) -> None:
