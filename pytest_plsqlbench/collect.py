@@ -20,6 +20,7 @@ import pytest
 
 from . import outcomes
 from .answers import Answer, Exchange
+from .generation.prompts import rollout_exchange
 from .errors import InfrastructureError, PlsqlBenchError
 from .outcomes import TestOutcome
 from .outputs import normalize_lines
@@ -88,7 +89,8 @@ class Harness:
             if answer is None:
                 answer = Answer(code=None, status="error", error=f"no answer source handles model {self.settings.answer_source!r}")
             answers.append(answer)
-            history.append(Exchange(prompt=turn.prompt, answer=answer.code or ""))
+            # Built as the prefetcher builds it, or turn 2's cache key would differ.
+            history.append(rollout_exchange(turn, answer))
         return answers
 
     def close(self) -> None:

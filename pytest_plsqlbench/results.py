@@ -200,7 +200,7 @@ class ResultsCollector:
 
     def header(self, tasks: Sequence[Mapping[str, Any]] = ()) -> dict[str, Any]:
         s = self.settings
-        return {
+        header = {
             "plugin_version": __version__,
             "python": platform.python_version(),
             "dialect": s.dialect,
@@ -221,6 +221,13 @@ class ResultsCollector:
             "started": self.started.isoformat(timespec="seconds"),
             "finished": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         }
+        from .generation import is_real_model, resolve_model, runtime_info
+
+        if s.answers is None and is_real_model(s.model):
+            # Which model an alias meant, and whose cost data priced it (litellm's bundled map).
+            header["model_resolved"] = resolve_model(str(s.model), s.model_aliases)
+            header.update(runtime_info())
+        return header
 
     def write(self, path: Path) -> None:
         write_document(self.document(), path)
