@@ -250,7 +250,7 @@ def test_mbpp_converter_reference_answers_pass_the_check(shared_data: Path, tmp_
     convert = pytest.importorskip("pytest_plsqlbench.convert")
     # MBPP+ conversion runs canonical solutions; its first tasks are enough to cover its emitter.
     plus = tmp_path / "MbppPlus-head.jsonl"
-    plus.write_text("".join((shared_data / "mbppplus" / "MbppPlus.jsonl").read_text().splitlines(True)[:25]))
+    plus.write_text("".join((shared_data / "mbppplus" / "MbppPlus.jsonl").read_text().splitlines(True)[:10]))
     sources = [
         ("mbpp", shared_data / "mbpp-sanitized" / "mbpp.jsonl"),
         ("plsqlbench-mbpp", shared_data / "plsqlbench-sample" / "datasets" / "mbpp" / "mbpp_plsql.jsonl"),
@@ -264,7 +264,7 @@ def test_mbpp_converter_reference_answers_pass_the_check(shared_data: Path, tmp_
                 found = findings(task, task.turns[0].reference or "")
                 if found:
                     flagged[f"{source}/{dialect}/{task.id}"] = [str(f) for f in found]
-    assert checked > 400
+    assert checked > 300
     assert flagged == {}
 
 
