@@ -81,7 +81,7 @@ class AnswersFile:
             if not isinstance(turn, int) or turn < 1:
                 raise UsageError(f"{where}: 'turn' must be a positive integer")
             subset = rec.get("subset")
-            self._by_key[(subset, rec["task_id"], turn)] = answer.replace("\x00", "")
+            self._by_key[(subset, rec["task_id"], turn)] = answer  # NUL bytes: the runner scores them
 
     def get(self, subset: str, task_id: str, turn: int) -> str | None:
         for key in ((subset, task_id, turn), (None, task_id, turn)):

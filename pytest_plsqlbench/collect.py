@@ -276,6 +276,9 @@ def make_record(item: PlsqlItem, phase: str, excinfo: pytest.ExceptionInfo[BaseE
         "duration_s": round(outcome.duration_s, 4),
         "worker": worker_id(item.config),
     }
+    if outcome.extra:
+        # e.g. "retried" after an infrastructure error, "safety_warning" under --plsql-safety=warn
+        rec["extra"] = {k: str(v)[:1000] for k, v in outcome.extra.items()}
     if not node.reported_task:
         node.reported_task = True
         rec["task"] = {

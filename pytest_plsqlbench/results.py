@@ -499,6 +499,7 @@ def _test_entry(rec: Mapping[str, Any]) -> dict[str, Any]:
         "actual",
         "duration_s",
         "worker",
+        "extra",
     )
     return {k: rec.get(k) for k in keep if k in rec}
 

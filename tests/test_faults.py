@@ -219,10 +219,11 @@ def test_answer_with_a_nul_byte_is_never_sent_to_the_database(pytester: pytest.P
     run(pytester, "--subset", "mini", "--plsql-tasks", str(mini), f"--plsql-answers={answers}",
         f"--plsql-results={out}", "-p", "no:xdist", "-k", "task_a")
     tests = [x for t in json.loads(out.read_text())["tasks"] for x in t["tests"]]
-    # Either the harness refuses it (invalid artifact) or the answers file dropped the NUL
-    # and the answer runs as written around it; never a database or harness error.
-    assert {x["failure_class"] for x in tests} <= {"invalid_artifact", "passed"}
-    assert all(x["failure_class"] != "infrastructure" for x in tests)
+    # The harness refuses it before it reaches the database: an invalid artifact, never a
+    # database or harness error, and never silently repaired.
+    assert len(tests) == 3
+    assert {x["failure_class"] for x in tests} == {"invalid_artifact"}
+    assert all("NUL" in x["message"] for x in tests)
 
 
 def test_invalid_yaml_task_file_is_one_error_naming_file_and_line(pytester: pytest.Pytester, mini: Path) -> None:
