@@ -25,6 +25,7 @@ from .errors import InfrastructureError, PlsqlBenchError
 from .outcomes import TestOutcome
 from .outputs import normalize_lines
 from .runner import TaskRun
+from .safety import make_checker
 from .settings import Settings
 from .state import get_settings, worker_id
 from .tasks import Task, Turn, UnitTest
@@ -53,13 +54,7 @@ class Harness:
         self.backend = None
         self._backend_error: str | None = None
         self.env_sent = False
-        self.safety = None
-        try:
-            from .safety import make_checker  # optional until the safety module exists
-
-            self.safety = make_checker(settings)
-        except ImportError:
-            self.safety = None
+        self.safety = make_checker(settings)
 
     def backend_for(self):  # noqa: ANN201 - Backend
         if self._backend_error is not None:

@@ -43,12 +43,7 @@ BUILTIN_PLUGINS = (
 def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
     pluginmanager.add_hookspecs(hooks)
     for name in BUILTIN_PLUGINS:
-        try:
-            module = importlib.import_module(name)
-        except ModuleNotFoundError as exc:
-            if not exc.name or not name.startswith(exc.name):
-                raise  # a real import error inside the module
-            continue
+        module = importlib.import_module(name)
         if not pluginmanager.is_registered(module):
             pluginmanager.register(module, f"plsqlbench-{name.rsplit('.', 1)[-1]}")
 

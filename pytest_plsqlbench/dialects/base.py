@@ -50,6 +50,30 @@ class Execution:
         return self.error is None
 
 
+class OutputCapture:
+    """What one script printed, capped at ``limit`` characters: the rest is dropped, marked once.
+
+    Both dialects capture through it, so a flood of output costs the harness the cap, not memory.
+    """
+
+    def __init__(self, limit: int, lines: list[str] | None = None) -> None:
+        self.limit = limit
+        self.lines: list[str] = lines if lines is not None else []
+        self.chars = 0
+        self.truncated = False
+
+    def append(self, line: str) -> None:
+        if self.truncated:
+            return
+        if self.chars + len(line) > self.limit:
+            self.lines.append(line[: max(0, self.limit - self.chars)])
+            self.lines.append(f"<output truncated at {self.limit} characters>")
+            self.truncated = True
+            return
+        self.chars += len(line) + 1
+        self.lines.append(line)
+
+
 class Session(abc.ABC):
     """The candidate's connection.
 

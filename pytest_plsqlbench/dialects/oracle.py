@@ -48,7 +48,7 @@ from ..outputs import format_value
 from ..scripts import Statement, serveroutput, split
 from ..settings import Settings
 from ..tasks import Fixture
-from .base import Backend, DbError, Execution, Phase, Session
+from .base import Backend, DbError, Execution, OutputCapture, Phase, Session
 
 log = logging.getLogger(__name__)
 
@@ -482,9 +482,7 @@ class OracleSession(Session):
         self.sid: tuple[int, int] | None = None
         self._nls: dict[str, str] = {}
         self._task_baseline: Snapshot | None = None
-        self._lines: list[str] = []
-        self._chars = 0
-        self._truncated = False
+        self._out = OutputCapture(self.backend.settings.max_output)
         self.connect()
 
     # ----------------------------------------------------------------- connection
@@ -647,7 +645,7 @@ class OracleSession(Session):
         if not self.healthy():
             raise InfrastructureError("the candidate connection is closed")
         result = Execution()
-        self._lines, self._chars, self._truncated = result.lines, 0, False
+        self._out = OutputCapture(self.backend.settings.max_output, result.lines)
         statements = split(script, "oracle")
         t0 = time.monotonic()
         before = self.snapshot() if isolated or phase == "install" else None
@@ -667,24 +665,13 @@ class OracleSession(Session):
                     result.error = error
                     break
         finally:
-            result.truncated = self._truncated
+            result.truncated = self._out.truncated
             result.duration_s = time.monotonic() - t0
         if before is not None and (isolated or result.error is not None):
             self._rollback()
             self.undo(before, result.notes)
         return result
 
-    def _append(self, line: str) -> None:
-        if self._truncated:
-            return
-        limit = self.backend.settings.max_output
-        if self._chars + len(line) > limit:
-            self._lines.append(line[: max(0, limit - self._chars)])
-            self._lines.append(f"<output truncated at {limit} characters>")
-            self._truncated = True
-            return
-        self._chars += len(line) + 1
-        self._lines.append(line)
 
     def _drain(self, keep: bool = True) -> None:
         """Read DBMS_OUTPUT.GET_LINES until the buffer is empty."""
@@ -697,7 +684,7 @@ class OracleSession(Session):
                 count = count_var.getvalue() or 0
                 if keep:
                     for line in lines_var.getvalue()[:count]:
-                        self._append(line or "")
+                        self._out.append(line or "")
                 if count < OUTPUT_CHUNK:
                     return
 
@@ -712,9 +699,9 @@ class OracleSession(Session):
                 if cur.description:
                     types = [getattr(d.type_code, "name", str(d.type_code)) for d in cur.description]
                     for n, row in enumerate(cur):
-                        if n >= MAX_ROWS or self._truncated:
+                        if n >= MAX_ROWS or self._out.truncated:
                             break
-                        self._append(",".join(format_cell(v, t) for v, t in zip(row, types)))
+                        self._out.append(",".join(format_cell(v, t) for v, t in zip(row, types)))
                 warning = cur.warning
             if warning is not None:
                 error = self._compile_errors(stmt, phase)

@@ -39,7 +39,7 @@ from ..outputs import format_row
 from ..scripts import Statement, _tokens, first_keyword, split
 from ..settings import Settings
 from ..tasks import Fixture
-from .base import Backend, DbError, Execution, Phase, Session
+from .base import Backend, DbError, Execution, OutputCapture, Phase, Session
 
 log = logging.getLogger(__name__)
 
@@ -155,9 +155,7 @@ class PostgresSession(Session):
         self.backend = backend
         self.conn: psycopg.Connection | None = None
         self.backend_pid: int | None = None
-        self._lines: list[str] = []
-        self._chars = 0
-        self._truncated = False
+        self._out = OutputCapture(self.backend.settings.max_output)
         self._capture = False
         self._in_task = False
         self._broken_isolation = False
@@ -189,19 +187,8 @@ class PostgresSession(Session):
         # "function f() does not exist, skipping".
         if not self._capture or "at RAISE" not in (diag.context or ""):
             return
-        self._append(diag.message_primary or "")
+        self._out.append(diag.message_primary or "")
 
-    def _append(self, line: str) -> None:
-        if self._truncated:
-            return
-        limit = self.backend.settings.max_output
-        if self._chars + len(line) > limit:
-            self._lines.append(line[: max(0, limit - self._chars)])
-            self._lines.append(f"<output truncated at {limit} characters>")
-            self._truncated = True
-            return
-        self._chars += len(line) + 1
-        self._lines.append(line)
 
     def _exec(self, query: str | pgsql.Composable) -> None:
         """Run a harness statement; any failure is the harness's, unless the answer ended the session."""
@@ -262,7 +249,7 @@ class PostgresSession(Session):
         statements = split(script, "postgres")
         result = Execution()
         savepoint = "plsql_test" if isolated else "plsql_install"
-        self._lines, self._chars, self._truncated = result.lines, 0, False
+        self._out = OutputCapture(self.backend.settings.max_output, result.lines)
         t0 = time.monotonic()
         self._exec(f"SAVEPOINT {savepoint}")
         self._savepoint = savepoint
@@ -277,7 +264,7 @@ class PostgresSession(Session):
         finally:
             self._capture = False
             self._savepoint = None
-            result.truncated = self._truncated
+            result.truncated = self._out.truncated
             try:
                 self._after_script(savepoint, keep=not isolated and result.error is None)
             except _EndedByAnswer as exc:
@@ -357,10 +344,10 @@ class PostgresSession(Session):
             if cur.description:
                 void = all(col.type_code == VOID_OID for col in cur.description)
                 for n, row in enumerate(cur):
-                    if n >= MAX_ROWS or self._truncated:
+                    if n >= MAX_ROWS or self._out.truncated:
                         break
                     if not void:
-                        self._append(format_row(row))
+                        self._out.append(format_row(row))
             if not cur.nextset():
                 break
 
@@ -377,8 +364,8 @@ class PostgresSession(Session):
             for n, row in enumerate(cur.stream(text, size=size)):
                 if void is None:
                     void = all(col.type_code == VOID_OID for col in cur.description or ())
-                if not void and n < MAX_ROWS and not self._truncated:
-                    self._append(format_row(row))
+                if not void and n < MAX_ROWS and not self._out.truncated:
+                    self._out.append(format_row(row))
         except psycopg.ProgrammingError as exc:
             # stream() reports a statement without a result set (DDL, DO, CALL ...) this way,
             # after reading it to the end.
