@@ -153,8 +153,18 @@ class Emitter(abc.ABC):
 
     # ----------------------------------------------------------------- scripts
     @abc.abstractmethod
+    def scaffold(self, sig: Signature) -> list[str]:
+        """The function header with ``p1..pN`` parameters and the exact return type."""
+
+    @abc.abstractmethod
+    def body_frame(self, python_comment: str) -> list[str]:
+        """What follows the header: the Python signature/docstring comment and an empty body."""
+
     def prompt(self, sig: Signature, prompt_py: str, notes: Sequence[str] = ()) -> str:
         """The paper's MBPP prompt: requirements, commented DDL, scaffold, Python comment."""
+        ddl = "\n".join(d.prompt_ddl for d in self.signature_type_defs(sig))
+        head = [self.intro, "", "Requirements:", self.requirements(notes), "", "", "/*", ddl, "*/", "    "]
+        return "\n".join([*head, *self.scaffold(sig), *self.body_frame(comment_safe(prompt_py))])
 
     @abc.abstractmethod
     def test_script(self, sig: Signature, case: EmitCase, mode: str) -> str:

@@ -28,7 +28,6 @@ from .emitter import (
     Emitter,
     Signature,
     TypeDef,
-    comment_safe,
     format_number,
     format_plain,
     order_code,
@@ -233,30 +232,8 @@ class OracleEmitter(Emitter):
             ]
         return [f"CREATE OR REPLACE FUNCTION {sig.name} RETURN {self.type_sql(sig.returns)}"]
 
-    def prompt(self, sig: Signature, prompt_py: str, notes: Sequence[str] = ()) -> str:
-        ddl = "\n".join(d.prompt_ddl for d in self.signature_type_defs(sig))
-        return "\n".join(
-            [
-                self.intro,
-                "",
-                "Requirements:",
-                self.requirements(notes),
-                "",
-                "",
-                "/*",
-                ddl,
-                "*/",
-                "    ",
-                *self.scaffold(sig),
-                "AS",
-                "  /*",
-                comment_safe(prompt_py),
-                "  */",
-                "BEGIN",
-                "  -- LLM-generated body",
-                "END;",
-            ]
-        )
+    def body_frame(self, python_comment: str) -> list[str]:
+        return ["AS", "  /*", python_comment, "  */", "BEGIN", "  -- LLM-generated body", "END;"]
 
     # ----------------------------------------------------------------- tests
     def block(self, sig: Signature, cases: Sequence[EmitCase], mode: str) -> str:

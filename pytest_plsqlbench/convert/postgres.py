@@ -25,7 +25,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..tasks import Fixture
-from .emitter import EmitCase, Emitter, Signature, TypeDef, comment_safe, format_number, format_plain, shorten
+from .emitter import EmitCase, Emitter, Signature, TypeDef, format_number, format_plain, shorten
 from .model import Tolerance
 from .sqltypes import ListT, RecordT, Scalar, SqlType, items_of, only_ordered
 
@@ -259,32 +259,18 @@ class PostgresEmitter(Emitter):
             return [f"CREATE OR REPLACE FUNCTION {sig.name}(", params, f") {rt}"]
         return [f"CREATE OR REPLACE FUNCTION {sig.name}() {rt}"]
 
-    def prompt(self, sig: Signature, prompt_py: str, notes: Sequence[str] = ()) -> str:
-        ddl = "\n".join(d.prompt_ddl for d in self.signature_type_defs(sig))
-        return "\n".join(
-            [
-                self.intro,
-                "",
-                "Requirements:",
-                self.requirements(notes),
-                "",
-                "",
-                "/*",
-                ddl,
-                "*/",
-                "    ",
-                *self.scaffold(sig),
-                "LANGUAGE plpgsql",
-                "AS $$",
-                "  /*",
-                comment_safe(prompt_py).replace("$$", "$ $"),
-                "  */",
-                "BEGIN",
-                "  -- LLM-generated body",
-                "END;",
-                "$$;",
-            ]
-        )
+    def body_frame(self, python_comment: str) -> list[str]:
+        return [
+            "LANGUAGE plpgsql",
+            "AS $$",
+            "  /*",
+            python_comment.replace("$$", "$ $"),
+            "  */",
+            "BEGIN",
+            "  -- LLM-generated body",
+            "END;",
+            "$$;",
+        ]
 
     # ----------------------------------------------------------------- tests
     def _plain(self, sig: Signature, case: EmitCase) -> bool:
