@@ -21,7 +21,7 @@ import contextlib
 import logging
 import time
 from dataclasses import dataclass, field
-from typing import Callable, Iterator, Sequence
+from typing import Callable, Iterator, Protocol, Sequence
 
 from . import outcomes
 from .answers import Answer
@@ -34,12 +34,17 @@ from .tasks import Task, UnitTest
 
 log = logging.getLogger(__name__)
 
-#: Checks an answer before it runs: ``check(task, turn, code)`` returns a reason to refuse it,
-#: or None. Optional attributes (see :class:`~pytest_plsqlbench.safety.SafetyChecker`):
-#: ``mode = "warn"`` makes a reason a warning reported with the turn's tests instead of a
-#: refusal; ``accepts_earlier = True`` passes ``earlier=`` (the conversation's previous
-#: answers), so objects those created count as the answer's own.
-SafetyCheck = Callable[..., "str | None"]
+class SafetyCheck(Protocol):
+    """Checks an answer before it runs (``--plsql-safety``; see :mod:`pytest_plsqlbench.safety`).
+
+    Returns why the answer is refused, or None. ``earlier`` holds the conversation's previous
+    answers, so objects those created count as the answer's own. In ``mode == "warn"`` a reason
+    is reported with the turn's tests instead of refusing the turn.
+    """
+
+    mode: str
+
+    def __call__(self, task: Task, turn: int, code: str, earlier: Sequence[str] = ()) -> str | None: ...
 
 
 def _as_answer(answer: "Answer | str | None") -> Answer:
@@ -211,7 +216,7 @@ class TaskRun:
             return blocked(outcomes.INVALID_ARTIFACT, "the answer is not valid UTF-8")
         if self.safety is not None:
             refusal = self._safety_check(index, code)
-            if refusal and getattr(self.safety, "mode", "block") == "warn":
+            if refusal and self.safety.mode == "warn":
                 state.warning = refusal
             elif refusal:
                 return blocked(outcomes.UNSAFE, refusal)
@@ -228,10 +233,8 @@ class TaskRun:
 
     def _safety_check(self, index: int, code: str) -> str | None:
         assert self.safety is not None
-        if getattr(self.safety, "accepts_earlier", False):
-            earlier = tuple(t.answer.code or "" for t in self.turns[: index - 1])
-            return self.safety(self.task, index, code, earlier=earlier)
-        return self.safety(self.task, index, code)
+        earlier = tuple(t.answer.code or "" for t in self.turns[: index - 1])
+        return self.safety(self.task, index, code, earlier=earlier)
 
     def run_test(self, turn_index: int, test: UnitTest) -> TestOutcome:
         """Run one unit test (installing earlier turns first); never raises for model faults."""

@@ -477,11 +477,8 @@ class SafetyChecker:
     """The runner's ``SafetyCheck``: returns why a turn's answer is refused, or None.
 
     ``mode`` tells the runner whether a finding blocks the turn (``block``) or is only
-    reported with its tests (``warn``); ``accepts_earlier`` that it wants the conversation's
-    earlier answers, so objects they created count as the answer's own.
+    reported with its tests (``warn``).
     """
-
-    accepts_earlier = True
 
     def __init__(self, mode: str = "block", max_listed: int = 3) -> None:
         if mode not in ("warn", "block"):
