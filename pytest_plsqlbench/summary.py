@@ -45,7 +45,8 @@ def with_ci(value: float | None, ci: Sequence[float] | None) -> str:
 
 
 def header_line(header: Mapping[str, Any]) -> str:
-    db = header.get("database_version") or header.get("database") or "?"
+    # No version when no task reached a database (everything skipped or excluded).
+    db = header.get("database_version") or "database not started"
     parts = [
         f"pytest-plsqlbench {header.get('plugin_version')}",
         f"dialect {header.get('dialect')}",
