@@ -21,7 +21,6 @@ import subprocess
 import sys
 import tempfile
 import time
-from pathlib import Path
 
 import psycopg
 import pytest
@@ -30,7 +29,6 @@ from pytest_plsqlbench.dialects.pg_server import EmbeddedServer
 from pytest_plsqlbench.plugin import load_tasks
 from pytest_plsqlbench.scripts import split
 from pytest_plsqlbench.state import SETTINGS_KEY
-from pytest_plsqlbench.settings import Settings
 
 
 def _tasks(subset: str, extra: list[str]):  # noqa: ANN202

@@ -26,12 +26,12 @@ from typing import Any, Mapping
 
 import yaml
 
-#: libyaml's safe loader when available (much faster on big task folders).
-_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-
 from .errors import UsageError
 from .resources import tasks_dir
 from .tasks import DIALECTS
+
+#: libyaml's safe loader when available (much faster on big task folders).
+_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 @dataclass(frozen=True)

@@ -33,15 +33,15 @@ from typing import Any, Mapping
 import pytest
 import yaml
 
-#: libyaml's safe loader when available (much faster on big task folders).
-_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-
 from ..errors import UsageError
 from ..manifests import Manifest
 from ..resources import fixtures_dir
 from ..scripts import split
 from ..settings import Settings
 from ..tasks import DIALECTS, Fixture, Task, Turn, UnitTest
+
+#: libyaml's safe loader when available (much faster on big task folders).
+_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 LOADER = "yaml"
 _MARKER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
