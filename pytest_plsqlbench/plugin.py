@@ -203,9 +203,20 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     config = session.config
     if not is_active(config) or config.getoption("collectonly", False):
         return
-    tasks = list({id(i.task_node.task): i.task_node.task for i in session.items if isinstance(i, PlsqlItem)}.values())
-    if tasks:
-        config.hook.pytest_plsql_prefetch(config=config, tasks=tasks)
+    tasks = {id(i.task_node.task): i.task_node.task for i in session.items if isinstance(i, PlsqlItem)}
+    runnable = [t for t in tasks.values() if not t.metadata.get("not_runnable")]
+    if runnable:  # never pay for answers to tasks that will be skipped
+        config.hook.pytest_plsql_prefetch(config=config, tasks=runnable)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """Tasks the data at hand cannot run are collected (they belong to the subset) but skipped
+    with the loader's reason, before any answer is asked for or any database is touched."""
+    if isinstance(item, PlsqlItem):
+        why = item.task_node.task.metadata.get("not_runnable")
+        if why:
+            pytest.skip(f"not runnable: {why}")
 
 
 @pytest.hookimpl(wrapper=True)
@@ -244,11 +255,14 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     config = session.config
     collector = config.stash.get(RESULTS_KEY, None)
-    if collector is None or not collector.records:
+    if collector is None:
         return
+    settings = get_settings(config)
+    if not collector.records and settings.results is None:
+        return
+    # Written even when nothing ran (an empty shard, a -k that selects nothing): merges need it.
     document = collector.document()
     config.hook.pytest_plsql_results(config=config, results=document)
-    settings = get_settings(config)
     if settings.results is not None:
         collector.write(settings.results)
 

@@ -106,6 +106,8 @@ class Task:
     #: Extra pytest markers (``difficulty_advanced``, ``reasoning_aggregation`` ...).
     markers: tuple[str, ...] = ()
     #: Free-form facts for reports (difficulty, db_id, reasoning types, source ids ...).
+    #: ``not_runnable``: why the data at hand cannot run the task; its items are collected,
+    #: then skipped with that reason (never asked for an answer, never scored).
     metadata: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:

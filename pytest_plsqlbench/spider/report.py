@@ -51,14 +51,6 @@ class SpiderReport:
         self.notes[manifest.name] = notes
 
     # ----------------------------------------------------------------- hooks
-    @pytest.hookimpl(tryfirst=True)
-    def pytest_runtest_setup(self, item: pytest.Item) -> None:
-        """Tasks the data cannot run are collected (they are part of the subset) but skipped,
-        before their task is set up, with the reason."""
-        task = _task_of(item)
-        if task is not None and task.subset in self.tasks and task.metadata.get("not_runnable"):
-            pytest.skip(f"not runnable: {task.metadata['not_runnable']}")
-
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_makereport(
         self, item: pytest.Item, call: pytest.CallInfo[None]
