@@ -160,7 +160,9 @@ def test_killed_backend_server_and_workers_leave_the_metrics_of_an_undisturbed_r
     for nodeid, kind in FAULTS.items():
         assert any(line.startswith(f"{kind} {nodeid} ") for line in fired), (nodeid, fired)
     # Every fault really struck; the "-always" ones struck the retry too.
-    assert sum(line.startswith("crash-always ") for line in fired) == 2
+    # Struck the first run and the rerun; xdist may already have handed the item to a live
+    # worker a third time before the second crash is handled (documented in faults.py).
+    assert 2 <= sum(line.startswith("crash-always ") for line in fired) <= 3
     assert len({line.split()[2] for line in fired if line.startswith("kill-backend-always ")}) == 1
 
     assert comparable(doc) == comparable(clean_doc)
