@@ -207,7 +207,8 @@ class TaskRun:
             return blocked(outcomes.INFRASTRUCTURE, f"generation failed: {answer.error or 'provider error'}")
         code = answer.code or ""
         if not code.strip():
-            return blocked(outcomes.INVALID_ARTIFACT, "the answer is empty")
+            why = f"the model gave no answer: {answer.error}" if answer.error else "the answer is empty"
+            return blocked(outcomes.INVALID_ARTIFACT, why)
         if "\x00" in code:
             return blocked(outcomes.INVALID_ARTIFACT, "the answer contains NUL bytes")
         try:

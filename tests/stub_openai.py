@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-__all__ = ["Action", "StubServer", "demo_task", "echo", "error", "fenced", "last_user_message", "malformed", "ok", "slow"]
+__all__ = ["Action", "StubServer", "context_too_long", "demo_task", "echo", "error", "fenced", "last_user_message", "malformed", "ok", "slow"]
 
 
 @dataclass(frozen=True)
@@ -43,6 +43,9 @@ class Action:
     prompt_tokens: int = 11
     completion_tokens: int = 7
     finish_reason: str = "stop"
+    #: Error body for ``status`` actions (OpenAI's shape); None gives a generic message.
+    error_message: str | None = None
+    error_code: str | None = None
 
 
 def ok(content: str, delay: float = 0.0, **kw: Any) -> Action:
@@ -54,9 +57,17 @@ def fenced(code: str, lang: str = "sql", prose: str = "") -> Action:
     return Action("ok", content=f"{prose}```{lang}\n{code}\n```\n")
 
 
-def error(code: int, retry_after: float | None = None, delay: float = 0.0) -> Action:
+def error(code: int, retry_after: float | None = None, delay: float = 0.0,
+          message: str | None = None, error_code: str | None = None) -> Action:
     headers = {} if retry_after is None else {"Retry-After": f"{retry_after:g}"}
-    return Action("status", code=code, headers=headers, delay=delay)
+    return Action("status", code=code, headers=headers, delay=delay, error_message=message, error_code=error_code)
+
+
+def context_too_long() -> Action:
+    """OpenAI's reply when the prompt does not fit the model's context window."""
+    return error(400, message="This model's maximum context length is 8192 tokens. However, your messages "
+                 "resulted in 9000 tokens. Please reduce the length of the messages.",
+                 error_code="context_length_exceeded")
 
 
 def malformed(delay: float = 0.0) -> Action:
@@ -241,7 +252,9 @@ class StubServer:
             elif action.kind == "malformed":
                 h._send(200, b'{"id": "chatcmpl-broken", "choices": [{"message": {"content": "trunc')  # type: ignore[attr-defined]
             else:
-                msg = {"error": {"message": f"stub error {action.code}", "type": "server_error", "code": None}}
+                text = action.error_message or f"stub error {action.code}"
+                kind = "invalid_request_error" if action.code < 500 else "server_error"
+                msg = {"error": {"message": text, "type": kind, "code": action.error_code}}
                 h._send(action.code, json.dumps(msg).encode(), action.headers)  # type: ignore[attr-defined]
         except (BrokenPipeError, ConnectionResetError):
             return  # the client gave up (timeout); that is what a slow reply is for

@@ -11,10 +11,10 @@ import time
 from pathlib import Path
 
 import pytest
-from stub_openai import StubServer, demo_task, echo, error, last_user_message, ok
+from stub_openai import StubServer, context_too_long, demo_task, echo, error, last_user_message, ok
 
 from pytest_plsqlbench.answers import Answer
-from pytest_plsqlbench.generation.cache import AnswerCache
+from pytest_plsqlbench.generation.cache import MAX_GENERATIONS, AnswerCache
 from pytest_plsqlbench.generation.client import ModelClient
 from pytest_plsqlbench.generation.prefetch import Prefetcher, partition, worker_index
 from pytest_plsqlbench.generation.progress import (
@@ -287,3 +287,23 @@ def test_tasks_sharing_a_prompt_are_generated_and_cached_each(stub: StubServer, 
     conversation(again, a)
     conversation(again, b)
     assert stub.count == 2
+
+
+def test_a_prompt_the_model_cannot_take_is_its_failure_not_infrastructure(stub: StubServer, tmp_path: Path) -> None:
+    """Context window exceeded (or a content-policy refusal): an empty answer, scored, not excluded."""
+    stub.default = context_too_long()
+    svc = make_service(stub, tmp_path, retries=3)
+    answer = svc.obtain(demo_task(1), 1, ())
+    assert answer is not None and answer.status == "ok" and answer.code == ""
+    assert "context length" in (answer.error or "")
+    assert stub.count == 1  # not retried: retrying cannot make the prompt fit
+
+
+def test_regeneration_is_bounded_across_runs(stub: StubServer, tmp_path: Path) -> None:
+    """The paper's policy asks again for empty answers, but not forever at temperature 0."""
+    stub.default = ok("")
+    task = demo_task(1)
+    for run in range(1, 6):
+        answer = make_service(stub, tmp_path, run_id=f"run-{run}").obtain(task, 1, ())
+        assert answer is not None and answer.code == ""
+    assert stub.count == MAX_GENERATIONS

@@ -83,6 +83,8 @@ class Request:
 
 
 RecordStatus = Literal["ok", "error"]
+#: Runs that may ask for one key under the regeneration policy (--plsql-regenerate ignores it).
+MAX_GENERATIONS = 3
 
 
 @dataclass(frozen=True)
@@ -101,9 +103,17 @@ class Record:
     #: The run (xdist ``testrunuid``) that wrote it: within that run the record is final.
     run_id: str = ""
     created: str = ""
+    #: How many runs asked the model for this key (regenerations included).
+    generations: int = 1
 
     def regenerate_reason(self) -> str | None:
-        """Why the paper's policy asks again (failed, empty, retry-eligible), or None to reuse."""
+        """Why the paper's policy asks again (failed, empty, retry-eligible), or None to reuse.
+
+        Bounded: after MAX_GENERATIONS runs asked, the entry is final, so a prompt that always
+        fails (a persistent 4xx, an empty reply at temperature 0) is not paid for on every run.
+        """
+        if self.generations >= MAX_GENERATIONS:
+            return None
         if self.status != "ok":
             return f"failed earlier ({self.error or 'provider error'})"
         if not (self.code or "").strip():
@@ -155,6 +165,7 @@ class AnswerCache:
                 usage=dict(data.get("usage") or {}),
                 run_id=str(data.get("run_id") or ""),
                 created=str(data.get("created") or ""),
+                generations=int(data.get("generations") or 1),
             )
         except (ValueError, KeyError, TypeError) as exc:
             if path not in self._reported:
@@ -183,6 +194,7 @@ class AnswerCache:
             "raw": record.raw,
             "usage": dict(record.usage),
             "run_id": record.run_id,
+            "generations": record.generations,
             "created": record.created or time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             "messages": [dict(m) for m in req.messages],
         }

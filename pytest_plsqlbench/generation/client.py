@@ -109,9 +109,12 @@ class ProviderError(Exception):
     """The provider failed after the allowed retries (or with an error retrying cannot fix)."""
 
     def __init__(self, message: str, *, transient: bool, attempts: int, status_code: int | None = None,
-                 usage: Mapping[str, Any] | None = None) -> None:
+                 usage: Mapping[str, Any] | None = None, refused: bool = False) -> None:
         super().__init__(message)
         self.transient = transient
+        #: The model itself could not answer this prompt (its context window is too small, its
+        #: content policy refused): a model failure to score, not an infrastructure error.
+        self.refused = refused
         self.attempts = attempts
         self.status_code = status_code
         self.usage = dict(usage or {})
@@ -153,6 +156,16 @@ def _headers(exc: BaseException) -> Mapping[str, str] | None:
         response = getattr(exc, "response", None)
         headers = getattr(response, "headers", None)
     return headers
+
+
+#: litellm exceptions that say the model cannot answer this prompt at all.
+REFUSAL_ERRORS = ("ContextWindowExceededError", "ContentPolicyViolationError")
+
+
+def is_refusal(exc: BaseException, litellm: ModuleType) -> bool:
+    """The prompt exceeds the model's context or its content policy: the model's limitation."""
+    types = tuple(t for t in (getattr(litellm, n, None) for n in REFUSAL_ERRORS) if isinstance(t, type))
+    return bool(types) and isinstance(exc, types)
 
 
 def is_transient(exc: BaseException, litellm: ModuleType) -> bool:
@@ -228,7 +241,8 @@ class ModelClient:
                     drop_params=True,
                 )
             except Exception as exc:  # every provider failure is reported; the run goes on
-                transient = is_transient(exc, litellm)
+                refused = is_refusal(exc, litellm)
+                transient = not refused and is_transient(exc, litellm)
                 message = f"{type(exc).__name__}: {str(exc).strip() or 'no message'}"
                 if len(message) > 500:
                     message = message[:500] + " ..."
@@ -237,6 +251,7 @@ class ModelClient:
                     raise ProviderError(
                         message if transient else f"{message} (not retried)",
                         transient=transient, attempts=attempts, status_code=_status(exc), usage=usage,
+                        refused=refused,
                     ) from exc
                 delay = self.backoff(attempts, parse_retry_after(_headers(exc)))
                 log.info("%s: attempt %d failed (%s); retrying in %.2fs", self.model, attempts, message[:120], delay)

@@ -56,6 +56,8 @@ class AnswerService:
         self._key_locks: dict[str, threading.Lock] = {}
         self._memo: dict[str, Answer] = {}
         self._announced: set[str] = set()
+        #: key -> how many runs will have asked once this run asks (for regenerated entries).
+        self._generations: dict[str, int] = {}
         #: Model requests made by this process (each may include retries), for tests and logs.
         self.requests = 0
 
@@ -136,6 +138,7 @@ class AnswerService:
                 if req.key not in self._announced:  # a miss reads the cache twice
                     self._announced.add(req.key)
                     log.info("answer cache: regenerating %s (%s)", req.describe(), reason)
+                self._generations[req.key] = record.generations + 1
                 return None
         return self._answer(record, req, cached=not this_run)
 
@@ -145,7 +148,7 @@ class AnswerService:
         if record.status != "ok":
             return Answer(code=None, status="error", raw=record.raw, error=record.error, source=source,
                           cache_key=record.key, usage=usage)
-        return Answer(code=record.code or "", status="ok", raw=record.raw, source=source,
+        return Answer(code=record.code or "", status="ok", raw=record.raw, error=record.error, source=source,
                       cache_key=record.key, usage=usage)
 
     # ------------------------------------------------------------------ model side
@@ -157,16 +160,27 @@ class AnswerService:
             try:
                 completion = self.client.complete(req.messages)
             except ProviderError as exc:
+                generations = self._generations.get(key, 1)
+                if exc.refused:
+                    # The model cannot answer this prompt: an empty answer, scored as its failure.
+                    log.warning("the model refused %s: %s", req.describe(), exc)
+                    usage = {**runtime_info(), **exc.usage, "status": "ok", "cached": False}
+                    record = Record(key=key, status="ok", raw=None, code="", error=str(exc), usage=usage,
+                                    run_id=self.run_id, generations=generations)
+                    self._store(req, record)
+                    return Answer(code="", status="ok", error=str(exc), source="model", cache_key=key, usage=usage)
                 log.warning("generation failed for %s after %d attempt(s): %s", req.describe(), exc.attempts, exc)
                 usage = {**runtime_info(), **exc.usage, "status": "error", "cached": False}
                 record = Record(key=key, status="error", raw=None, code=None, error=str(exc),
-                                retry_eligible=exc.transient, usage=usage, run_id=self.run_id)
+                                retry_eligible=exc.transient, usage=usage, run_id=self.run_id,
+                                generations=generations)
                 self._store(req, record)
                 return Answer(code=None, status="error", error=str(exc), source="model", cache_key=key, usage=usage)
         code = extract_code(completion.text, task.dialect)
         usage = {**completion.usage, "status": "ok", "cached": False}
         record = Record(key=key, status="ok", raw=completion.text, code=code,
-                        retry_eligible=completion.interrupted, usage=usage, run_id=self.run_id)
+                        retry_eligible=completion.interrupted, usage=usage, run_id=self.run_id,
+                        generations=self._generations.get(key, 1))
         self._store(req, record)
         return Answer(code=code, status="ok", raw=completion.text, source="model", cache_key=key, usage=usage)
 
