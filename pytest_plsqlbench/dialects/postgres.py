@@ -31,6 +31,7 @@ from typing import Any, Sequence
 
 import psycopg
 from psycopg import sql as pgsql
+from psycopg.types.string import TextLoader
 from sqlparse import tokens as T
 
 from .. import outcomes
@@ -113,6 +114,20 @@ def _dsn_with(dsn: str, **params: str) -> str:
     return psycopg.conninfo.make_conninfo(dsn, **params)
 
 
+def _rows_as_server_text(conn: psycopg.Connection[Any]) -> None:
+    """Receive every built-in type as PostgreSQL's own text output.
+
+    A row a test selects then reads exactly as ``RAISE NOTICE '%'`` of the same value prints
+    (floats in shortest exact form, ``numeric`` with its scale, intervals, arrays ``{1,2}``,
+    booleans ``t``/``f``), so gold rows, reference output and an answer's printed lines are
+    formatted by one authority instead of by Python's ``str`` of a converted value.
+    """
+    for info in psycopg.postgres.types:
+        conn.adapters.register_loader(info.oid, TextLoader)
+        if info.array_oid:
+            conn.adapters.register_loader(info.array_oid, TextLoader)
+
+
 class _Watchdog:
     """Client-side second layer of the statement timeout.
 
@@ -170,6 +185,7 @@ class PostgresSession(Session):
         except psycopg.Error as exc:
             raise InfrastructureError(f"cannot connect as the candidate role: {exc}") from exc
         conn.add_notice_handler(self._on_notice)
+        _rows_as_server_text(conn)
         self.conn = conn
         self.backend_pid = conn.info.backend_pid
         self._in_task = False
