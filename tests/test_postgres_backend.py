@@ -151,3 +151,18 @@ def test_connection_uses_no_tcp_listener(backend: PostgresBackend) -> None:
     with psycopg.connect(backend.db_dsn, autocommit=True) as conn:
         listen = conn.execute("SHOW listen_addresses").fetchone()[0]
     assert listen == ""
+
+
+def test_selected_rows_read_as_raise_notice_prints_them(backend: PostgresBackend) -> None:
+    """Gold rows and an answer's printed lines must be formatted by the same authority."""
+    values = "232.0/3::float8, 0.1::float8 + 0.2::float8, 1.50::numeric(5,2), interval '26 hours', ARRAY[1,2], true"
+    session = backend.session()
+    session.begin_task()
+    try:
+        selected = session.run(f"SELECT {values};", isolated=True, phase="test")
+        printed = session.run(
+            f"DO $$ BEGIN RAISE NOTICE '%,%,%,%,%,%', {values}; END $$;", isolated=True, phase="test"
+        )
+    finally:
+        session.end_task()
+    assert selected.lines == printed.lines == ["77.33333333333333,0.30000000000000004,1.50,26:00:00,{1,2},t"]
