@@ -107,6 +107,7 @@ class TaskRun:
         self.expected: dict[tuple[int, str], list[str]] = {}
         self.reference_error: str | None = None
         self.installed_upto = 0
+        self._epoch = 0
         self.started = False
 
     # ----------------------------------------------------------------- lifecycle
@@ -121,8 +122,10 @@ class TaskRun:
             self._capture_reference()
         if any(t.kind == "rows" and t.expected is None for turn in self.task.turns for t in turn.tests):
             self._capture_gold()
-        self.backend.session().begin_task()
+        session = self.backend.session()
+        session.begin_task()
         self.installed_upto = 0
+        self._epoch = session.scope_epoch
 
     def finish(self) -> None:
         if not self.started:
@@ -263,22 +266,41 @@ class TaskRun:
         return outcome
 
     def _restart_rollout(self, turn_index: int) -> None:
-        self.backend.session().begin_task()
+        session = self.backend.session()
+        session.begin_task()
+        self._epoch = session.scope_epoch
         self.installed_upto = 0
         for state in self.turns:
             state.blocked, state.install, state.warning = None, None, None
         self.ensure_turn(turn_index)
 
+    def _reinstall(self) -> None:
+        """The session started its scope over (its connection died under an answer or a test):
+        install again the turns that had installed, so later tests judge the answer, not its
+        absence. Turns that failed to install stay failed, without running again."""
+        session = self.backend.session()
+        self._epoch = session.scope_epoch
+        if self.task.answer_mode != "install":
+            return
+        for state in self.turns[: self.installed_upto]:
+            if state.blocked is None and state.answer.code:
+                state.install = session.run(state.answer.code, isolated=False, phase="install")
+        self._epoch = session.scope_epoch
+
     def _run_test_once(self, turn_index: int, test: UnitTest) -> TestOutcome:
+        if self.backend.session().scope_epoch != self._epoch:
+            self._reinstall()
+        # A test whose expected output could not be captured judges nothing, whatever the answer
+        # (PLSQLBench E.2 leaves reference errors out): check it before the answer's own state.
+        needs_capture = test.kind == "reference" or (test.kind == "rows" and test.expected is None)
+        if needs_capture and (turn_index, test.id) not in self.expected:
+            why = self.reference_error or "no reference output captured"
+            return TestOutcome(turn_index, test.id, False, outcomes.INFRASTRUCTURE, why)
         self.ensure_turn(turn_index)
         state = self.turns[turn_index - 1]
         if state.blocked is not None:
             b = state.blocked
             return TestOutcome(turn_index, test.id, False, b.failure_class, b.message, error_code=b.error_code)
-        needs_capture = test.kind == "reference" or (test.kind == "rows" and test.expected is None)
-        if needs_capture and (turn_index, test.id) not in self.expected:
-            why = self.reference_error or "no reference output captured"
-            return TestOutcome(turn_index, test.id, False, outcomes.INFRASTRUCTURE, why)
         script = test.script if test.script is not None else (state.answer.code or "")
         execution = self.backend.session().run(script, isolated=True, phase="test")
         return self._judge(turn_index, test, execution)

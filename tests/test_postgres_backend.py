@@ -166,3 +166,27 @@ def test_selected_rows_read_as_raise_notice_prints_them(backend: PostgresBackend
     finally:
         session.end_task()
     assert selected.lines == printed.lines == ["77.33333333333333,0.30000000000000004,1.50,26:00:00,{1,2},t"]
+
+
+def test_tests_after_a_lost_session_still_see_the_answer(backend: PostgresBackend) -> None:
+    """A test that gets its own session killed costs that test only, not the tests after it."""
+    tests = (
+        UnitTest("before", "output", "SELECT f_good();", ("1",)),
+        UnitTest("kills-session", "output", "SET transaction_timeout = '50ms'; SELECT pg_sleep(2);", ("x",)),
+        UnitTest("after", "output", "SELECT f_good();", ("1",)),
+    )
+    task = Task(id="t", subset="s", dialect="postgres", turns=(Turn(1, "p", tests),))
+    report = evaluate_task(backend, task, ["CREATE FUNCTION f_good() RETURNS int LANGUAGE sql AS 'SELECT 1';"])
+    by_id = {o.test_id: o for o in report.outcomes}
+    assert by_id["before"].passed and by_id["after"].passed, [(o.test_id, o.failure_class, o.message) for o in report.outcomes]
+    assert by_id["kills-session"].failure_class == "timeout"
+    assert backend.scratch_objects() == []
+
+
+@pytest.mark.parametrize("answer", ["SELECT 1;", "   ", "GRANT ALL ON SCHEMA public TO PUBLIC;"])
+def test_a_broken_gold_query_excludes_the_test_whatever_the_answer(backend: PostgresBackend, answer: str) -> None:
+    test = UnitTest("r", "rows", None, options={"gold_sql": "SELECT * FROM no_such_table;"})
+    task = Task(id="g", subset="s", dialect="postgres", answer_mode="execute", turns=(Turn(1, "p", (test,)),))
+    outcome = evaluate_task(backend, task, [answer]).outcomes[0]
+    assert outcome.failure_class == "infrastructure", outcome.message
+    assert "gold SQL" in outcome.message

@@ -82,6 +82,10 @@ class Session(abc.ABC):
     a script run with ``isolated=True`` leaves nothing for the next script either.
     """
 
+    #: Bumped whenever the session had to start its task scope over (its connection died under
+    #: an answer), losing what was installed; the runner then installs the answers again.
+    scope_epoch: int = 0
+
     @abc.abstractmethod
     def begin_task(self) -> None: ...
 

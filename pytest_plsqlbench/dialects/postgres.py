@@ -224,18 +224,19 @@ class PostgresSession(Session):
     def begin_task(self) -> None:
         if self.conn is None or self.conn.closed:
             self.connect()
-        self._broken_isolation = False
+        # _broken_isolation is left as it is: only end_task, after its janitor pass, clears it.
         self._exec("BEGIN")
         self._in_task = True
 
     def _restart_scope(self) -> None:
         """After the connection died under an answer: a new one in the same scope shape.
 
-        The task's state is lost (later tests of the task see no answer) and the scratch
-        schema is rebuilt at the end of the task.
+        The task's state is lost (``scope_epoch`` tells the runner to install the answers
+        again) and the scratch schema is rebuilt at the end of the task.
         """
         in_task = self._in_task
         self.connect()
+        self.scope_epoch += 1
         if in_task:
             self._exec("BEGIN")
             self._in_task = True
