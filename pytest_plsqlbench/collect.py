@@ -63,8 +63,11 @@ class Harness:
             backend = self.config.hook.pytest_plsql_make_backend(config=self.config, settings=self.settings)
             try:
                 backend.start()
-            except PlsqlBenchError as exc:
-                self._backend_error = f"database unavailable: {exc}"
+            except Exception as exc:  # noqa: BLE001 - remembered: every later task fails fast, in one line
+                detail = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+                if not isinstance(exc, PlsqlBenchError):
+                    log.error("starting the %s database failed", self.settings.dialect, exc_info=exc)
+                self._backend_error = f"database unavailable: {detail}"
                 raise InfrastructureError(self._backend_error) from None
             self.backend = backend
         return self.backend

@@ -269,6 +269,13 @@ class Settings:
                 db = "dsn"
         if db == "dsn" and not dsn:
             raise UsageError("--plsql-db=dsn needs --plsql-dsn URL (or PLSQL_DSN)")
+        if dsn and dialect == "postgres":
+            import psycopg
+
+            try:
+                psycopg.conninfo.conninfo_to_dict(dsn)
+            except psycopg.ProgrammingError as exc:
+                raise UsageError(f"--plsql-dsn: not a PostgreSQL connection string ({str(exc).strip()})") from None
         if dialect == "oracle" and db == "embedded":
             raise UsageError(
                 "--plsql-db=embedded exists only for postgres; for oracle use "

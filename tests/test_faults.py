@@ -244,6 +244,7 @@ def test_invalid_yaml_task_file_is_one_error_naming_file_and_line(pytester: pyte
         ("--plsql-timeout=soon", "*--plsql-timeout: invalid value 'soon'*"),
         ("--plsql-timeout=-1", "*--plsql-timeout must be positive*"),
         ("--plsql-no-such-option", "*unrecognized arguments: --plsql-no-such-option*"),
+        ("--plsql-dsn==bad", "*--plsql-dsn: not a PostgreSQL connection string*"),
     ],
 )
 def test_bad_options_are_one_usage_error(pytester: pytest.Pytester, mini: Path, option: str, message: str) -> None:

@@ -114,6 +114,11 @@ def _dsn_with(dsn: str, **params: str) -> str:
     return psycopg.conninfo.make_conninfo(dsn, **params)
 
 
+def _one_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
 def _rows_as_server_text(conn: psycopg.Connection[Any]) -> None:
     """Receive every built-in type as PostgreSQL's own text output.
 
@@ -443,26 +448,26 @@ class PostgresBackend(Backend):
 
     def start(self) -> None:
         kind = self.settings.db
-        if kind == "embedded":
-            from .pg_server import EmbeddedServer
-
-            self.server = EmbeddedServer(self.worker)
-            self.admin_dsn = self.server.start()
-        elif kind == "container":
-            self.admin_dsn = self._start_container()
-        elif kind == "dsn":
-            assert self.settings.dsn
-            self.admin_dsn = self.settings.dsn
-            suffix = f"{self.worker}_{secrets.token_hex(3)}".lower()
-            self.dbname = f"plsqlbench_{suffix}"
-            self.role = f"plsqlbench_cand_{suffix}"
-            self._password = secrets.token_urlsafe(18)
-        else:  # pragma: no cover - settings validate this
-            raise UsageError(f"unknown --plsql-db {kind!r}")
         try:
+            if kind == "embedded":
+                from .pg_server import EmbeddedServer
+
+                self.server = EmbeddedServer(self.worker)
+                self.admin_dsn = self.server.start()
+            elif kind == "container":
+                self.admin_dsn = self._start_container()
+            elif kind == "dsn":
+                assert self.settings.dsn
+                self.admin_dsn = self.settings.dsn
+                suffix = f"{self.worker}_{secrets.token_hex(3)}".lower()
+                self.dbname = f"plsqlbench_{suffix}"
+                self.role = f"plsqlbench_cand_{suffix}"
+                self._password = secrets.token_urlsafe(18)
+            else:  # pragma: no cover - settings validate this
+                raise UsageError(f"unknown --plsql-db {kind!r}")
             self._provision()
         except BaseException:
-            self.stop()
+            self.stop()  # a half-started server or container is not left behind
             raise
 
     def _start_container(self) -> str:
@@ -488,8 +493,10 @@ class PostgresBackend(Backend):
                 return psycopg.connect(dsn, autocommit=True)
             except psycopg.OperationalError as exc:
                 if time.monotonic() > deadline:
-                    raise InfrastructureError(f"cannot connect to PostgreSQL: {exc}") from exc
+                    raise InfrastructureError(f"cannot connect to PostgreSQL: {_one_line(exc)}") from exc
                 time.sleep(0.2)
+            except psycopg.Error as exc:  # e.g. a malformed connection string: retrying cannot help
+                raise InfrastructureError(f"cannot connect to PostgreSQL: {_one_line(exc)}") from exc
 
     def _provision(self) -> None:
         server_admin = self._admin_connect(self.admin_dsn)
