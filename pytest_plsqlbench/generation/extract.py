@@ -6,16 +6,23 @@ reasoning block, prose before the first statement, commentary after the last ter
 keeps everything else. The raw reply is always stored beside the code, so a person can see
 what extraction did; a reply with no code at all yields whatever text remains -- it fails its
 tests as a model failure.
+
+Which fenced blocks are code: SQL-tagged ones (``sql``, ``plsql``, ``pl/sql``, ``pl/pgsql``,
+``plpgsql`` ..., any tag containing ``sql``) and untagged ones whose first line starts like a
+statement; an untagged ``Example output`` block or a ``python`` block is not. When the reply
+starts with bare code before its first fence, that code is the answer and later fences (a usage
+example, sample output) are commentary.
 """
 
 from __future__ import annotations
 
 import re
 
-#: Fence languages that hold SQL; an untagged fence counts as SQL too.
+#: Fence languages that hold SQL (besides any tag containing ``sql``, e.g. ``pl/sql``, ``pl/pgsql``).
+#: An untagged fence counts as SQL when its first line starts like a statement (:func:`_is_code_block`).
 SQL_LANGS = frozenset(
-    {"", "sql", "plsql", "pl-sql", "pls", "oracle", "oraclesql", "sqlplus", "pgsql", "plpgsql", "postgres",
-     "postgresql", "psql", "sqlpl", "ddl"}
+    {"sql", "plsql", "pl-sql", "pl/sql", "pls", "oracle", "oraclesql", "sqlplus", "pgsql", "plpgsql",
+     "pl/pgsql", "pl-pgsql", "postgres", "postgresql", "psql", "sqlpl", "ddl"}
 )
 
 _FENCE_OPEN = re.compile(r"^[ \t]*(?P<fence>`{3,}|~{3,})[ \t]*(?P<lang>[^\s`]*)[^\n]*$")
@@ -40,9 +47,10 @@ _CODE_START = re.compile(
 )
 
 
-def _fenced_blocks(text: str) -> list[tuple[str, str]]:
-    """``(language, body)`` of each fenced block; an unclosed last fence runs to the end."""
-    blocks: list[tuple[str, str]] = []
+def _fenced_blocks(text: str) -> list[tuple[str, str, int, int]]:
+    """``(language, body, first line, last line)`` of each fenced block (line numbers of the
+    opening and closing fence); an unclosed last fence runs to the end."""
+    blocks: list[tuple[str, str, int, int]] = []
     lines = text.split("\n")
     i = 0
     while i < len(lines):
@@ -51,6 +59,7 @@ def _fenced_blocks(text: str) -> list[tuple[str, str]]:
             i += 1
             continue
         fence, lang = m.group("fence"), m.group("lang").lower()
+        first = i
         body: list[str] = []
         i += 1
         while i < len(lines):
@@ -59,9 +68,26 @@ def _fenced_blocks(text: str) -> list[tuple[str, str]]:
                 break
             body.append(lines[i])
             i += 1
-        blocks.append((lang, "\n".join(body)))
+        blocks.append((lang, "\n".join(body), first, min(i, len(lines) - 1)))
         i += 1
     return blocks
+
+
+def _is_code_block(lang: str, body: str) -> bool:
+    """A SQL-tagged block, or an untagged one whose first non-blank line starts like a statement."""
+    if not body.strip():
+        return False
+    if lang:
+        return lang in SQL_LANGS or "sql" in lang
+    first = next(line for line in body.split("\n") if line.strip())
+    return bool(_CODE_START.match(first))
+
+
+def _has_code(text: str, dialect: str) -> bool:
+    """Bare code: a line that starts like a statement, followed (or ended) by a terminator."""
+    lines = text.split("\n")
+    start = next((i for i, line in enumerate(lines) if _CODE_START.match(line)), None)
+    return start is not None and any(_is_terminator(line, dialect) for line in lines[start:])
 
 
 def _is_terminator(line: str, dialect: str) -> bool:
@@ -98,11 +124,16 @@ def extract_code(reply: str | None, dialect: str = "oracle") -> str:
     text = reply.replace("\r\n", "\n").replace("\r", "\n").lstrip("\ufeff")
     text = _REASONING.sub("", text)
     blocks = _fenced_blocks(text)
-    if blocks:
-        sql = [body for lang, body in blocks if lang in SQL_LANGS and body.strip()]
-        if sql:
-            return "\n\n".join(body.strip("\n").rstrip() for body in sql)
-        longest = max((body for _, body in blocks), key=lambda b: len(b.strip()))
-        if longest.strip():
-            return longest.strip("\n").rstrip()
-    return _strip_prose(text, dialect)
+    if not blocks:
+        return _strip_prose(text, dialect)
+    lines = text.split("\n")
+    lead = "\n".join(lines[: blocks[0][2]])
+    if _has_code(lead, dialect):
+        # Bare code first; the fences after it are a usage example or sample output.
+        return _strip_prose(lead, dialect)
+    code = [body for lang, body, _, _ in blocks if _is_code_block(lang, body)]
+    if code:
+        return "\n\n".join(body.strip("\n").rstrip() for body in code)
+    # No code block: the other blocks (python, sample output) are ignored, never taken for code.
+    fenced = {n for _, _, first, last in blocks for n in range(first, last + 1)}
+    return _strip_prose("\n".join(line for n, line in enumerate(lines) if n not in fenced), dialect)
