@@ -121,6 +121,8 @@ def pytest_cmdline_main(config: pytest.Config) -> int | None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    if not config.getoption("plsql_subset", None):
+        return  # inert: not even the plugin's ini keys are read without --subset
     settings = _settings(config)
     config.stash[SETTINGS_KEY] = settings
     if not settings.subsets:

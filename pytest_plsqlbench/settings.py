@@ -309,7 +309,15 @@ class Settings:
         model = v["model"]
         answers = Path(v["answers"]).expanduser() if v["answers"] else None
         if model and answers:
-            raise UsageError("choose one of --plsql-model and --plsql-answers, not both")
+            # The command line wins over the ini file and the environment: one given there
+            # replaces the other from elsewhere; both on the same level is a contradiction.
+            on_cli = {n: config.getoption(OPTION_BY_NAME[n].dest, None) is not None for n in ("model", "answers")}
+            if on_cli["answers"] and not on_cli["model"]:
+                model = None
+            elif on_cli["model"] and not on_cli["answers"]:
+                answers = None
+            else:
+                raise UsageError("choose one of --plsql-model and --plsql-answers, not both")
         if v["cache-only"] and v["regenerate"]:
             raise UsageError("--plsql-cache-only and --plsql-regenerate contradict each other")
         path = lambda x: Path(x).expanduser() if x else None  # noqa: E731

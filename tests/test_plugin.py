@@ -285,3 +285,23 @@ def test_markers_and_keywords_select_items(pytester: pytest.Pytester, mini: Path
     by_keyword = run(pytester, *base, "-k", "arith")  # metadata db_id of the double tasks
     assert sum(line.startswith("mini/task_") for line in by_keyword.outlines) == 6
     assert not any(line.startswith("mini/conv") for line in by_keyword.outlines)
+
+
+def test_command_line_answer_source_wins_over_the_environment(
+    pytester: pytest.Pytester, mini: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PLSQL_MODEL", "claude")
+    answers = write_answers(pytester.path / "answers.jsonl", [{"task_id": "task_a", "answer": DOUBLE_REF_PG}])
+    result = run(pytester, "--subset", "mini", "--plsql-tasks", str(mini), f"--plsql-answers={answers}", "-k", "task_a")
+    result.assert_outcomes(passed=3)
+    both = run(pytester, "--subset", "mini", "--plsql-tasks", str(mini), f"--plsql-answers={answers}",
+               "--plsql-model=reference", "--collect-only")
+    assert both.ret == pytest.ExitCode.USAGE_ERROR
+    both.stderr.fnmatch_lines(["*choose one of --plsql-model and --plsql-answers*"])
+
+
+def test_plugin_ini_keys_are_not_read_without_subset(pytester: pytest.Pytester) -> None:
+    """A project with a bad plsql_ ini value is untouched unless it runs a benchmark."""
+    pytester.makeini("[pytest]\nplsql_timeout = 0\n")
+    pytester.makepyfile(test_plain="def test_one():\n    assert True\n")
+    run(pytester).assert_outcomes(passed=1)
