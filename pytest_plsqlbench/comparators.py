@@ -7,9 +7,13 @@ separated by a bare comma, no headers or labels, strings unquoted, DATE ``YYYY-M
 TIMESTAMP ``YYYY-MM-DD HH24:MI:SS``, NULL as an empty field -- trying a bounded set of
 permutations of the gold columns, because an answer may print them in another order.
 
-:func:`compare_rows` is that strict comparator and the only one that scores. The rules fix no
-spelling for numbers, so numeric fields compare by exact decimal value (``.5`` -- Oracle's
-``TO_CHAR(0.5)`` -- equals ``0.5``); every other field compares as text.
+:func:`compare_rows` is that strict comparator and the only one that scores. Every printed line
+is a row, trailing empty ones included: an empty line is a row of NULLs, so a final NULL row of
+a one-column result (or a single NULL row) must be printed. The rules fix no spelling for
+numbers, so two fields that are both *canonical* numbers -- no sign but ``-``, no leading zeros
+other than one ``0`` before the decimal point -- compare by exact decimal value (``.5``, Oracle's
+``TO_CHAR(0.5)``, equals ``0.5``; ``3.00`` equals ``3``); every other field compares as text, so
+``007`` (a code, a zero-padded string) never equals ``7``.
 
 :func:`compare_rows_lenient` exists only to *report* how many answers (in particular the
 published reference answers) fail the strict comparator merely on formatting; it names the
@@ -31,6 +35,8 @@ from .outputs import describe_mismatch, normalize_lines
 MAX_PERMUTATIONS = 120
 
 _NUMBER = re.compile(r"^[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?$")
+#: How a database prints a number: ``-`` or no sign, no leading zeros but one ``0`` before the point.
+_CANONICAL_NUMBER = re.compile(r"^-?(?:(?:0|[1-9]\d*)(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?$")
 
 
 def compare_output(expected: Sequence[str], actual: Sequence[str]) -> tuple[bool, str]:
@@ -51,8 +57,12 @@ def _decimal(cell: str) -> decimal.Decimal | None:
 
 
 def _cell_key(cell: str) -> object:
-    """What a field is compared by: its exact decimal value for numbers, else its text."""
-    number = _decimal(cell)
+    """What a field is compared by: its exact decimal value for canonical numbers, else its text.
+
+    Only canonical spellings count as numbers, so two fields compare by value only when both are
+    canonical: ``007`` stays the text ``007`` and never equals ``7``.
+    """
+    number = _decimal(cell) if _CANONICAL_NUMBER.match(cell) else None
     if number is None:
         return cell
     return ("#", number.normalize() if number != 0 else decimal.Decimal(0))
@@ -109,6 +119,27 @@ def _infer_columns(lines: Sequence[str], options: Mapping[str, Any]) -> int | No
     return counts.pop() + 1 if len(counts) == 1 else None
 
 
+def _row_lines(lines: Sequence[str]) -> list[str]:
+    """Right-stripped lines, *all* of them: a trailing empty line is a NULL row, not noise."""
+    return [line.rstrip() for line in lines]
+
+
+def _describe_rows(exp: Sequence[str], act: Sequence[str], limit: int = 3) -> str:
+    """Like :func:`describe_mismatch`, but counting (and showing) trailing empty rows."""
+    lines = [f"expected {len(exp)} row(s), got {len(act)}"]
+    shown = 0
+    for i in range(max(len(exp), len(act))):
+        e = repr(exp[i]) if i < len(exp) else "<none>"
+        a = repr(act[i]) if i < len(act) else "<none>"
+        if e != a:
+            lines.append(f"  row {i + 1}: expected {e[:100]}")
+            lines.append(f"  {' ' * len(str(i + 1))}      got      {a[:100]}")
+            shown += 1
+            if shown >= limit:
+                break
+    return "\n".join(lines)
+
+
 def _matches(exp_keys: list[tuple[object, ...]], act_keys: list[tuple[object, ...]], ordered: bool) -> bool:
     return exp_keys == act_keys if ordered else Counter(exp_keys) == Counter(act_keys)
 
@@ -124,11 +155,11 @@ def compare_rows(
     A gold value that itself contains a comma makes its row ambiguous to split; such rows
     are compared in the gold column order only.
     """
-    exp = normalize_lines(expected)
-    act = normalize_lines(actual)
+    exp = _row_lines(expected)
+    act = _row_lines(actual)
     ordered = bool(options.get("ordered", False))
     if len(exp) != len(act):
-        return False, describe_mismatch(expected, actual)
+        return False, _describe_rows(exp, act)
     if not exp:
         return True, ""
     act_keys = [_line_key(line.split(",")) for line in act]
@@ -136,11 +167,11 @@ def compare_rows(
     rows = _split_rows(exp, ncols) if ncols else None
     if rows is None:
         ok = _matches([_line_key(line.split(",")) for line in exp], act_keys, ordered)
-        return (True, "") if ok else (False, describe_mismatch(expected, actual))
+        return (True, "") if ok else (False, _describe_rows(exp, act))
     for order in column_orders(len(rows[0])):
         if _matches([_line_key([row[i] for i in order]) for row in rows], act_keys, ordered):
             return True, ""
-    return False, describe_mismatch(expected, actual)
+    return False, _describe_rows(exp, act)
 
 
 # --------------------------------------------------------------------------- lenient (report only)
@@ -215,8 +246,8 @@ def compare_rows_lenient(
     """
     if compare_rows(expected, actual, options)[0]:
         return True, ()
-    exp = normalize_lines(expected)
-    act = normalize_lines(actual)
+    exp = _row_lines(expected)
+    act = _row_lines(actual)
     ncols = _infer_columns(exp, options) if exp else None
     strict: Callable[[list[str], list[str]], bool] = lambda e, a: compare_rows(e, a, options)[0]  # noqa: E731
     used: set[str] = set()

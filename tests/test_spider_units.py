@@ -310,6 +310,32 @@ def test_strict_comparator_rules() -> None:
     assert not compare_rows(["a,b,c"], ["c,a,b"], {"columns": 2})[0]
 
 
+def test_rows_keep_trailing_null_rows() -> None:
+    # A one-column result whose last row is NULL: the empty last line is a row and is required.
+    assert not compare_rows(["Alice", ""], ["Alice"], {})[0]
+    assert compare_rows(["Alice", ""], ["Alice", ""], {})[0]
+    assert compare_rows(["Alice", ""], ["", "Alice"], {})[0]  # unordered: the NULL row anywhere
+    # A single NULL row is one row, not none.
+    ok, why = compare_rows([""], [], {})
+    assert not ok and "expected 1 row(s), got 0" in why
+    assert compare_rows([""], [""], {})[0] and not compare_rows([], [""], {})[0]
+    # Two columns, both NULL in the last row.
+    assert not compare_rows(["1,x", ","], ["1,x"], {"columns": 2})[0]
+    assert compare_rows(["1,x", ","], ["1,x", ","], {"columns": 2})[0]
+
+
+def test_rows_compare_numbers_only_when_both_are_canonical() -> None:
+    assert not compare_rows(["007"], ["7"], {})[0]  # a zero-padded code is text
+    assert not compare_rows(["7"], ["007"], {})[0]
+    assert not compare_rows(["00"], ["0"], {})[0]
+    assert not compare_rows(["+5"], ["5"], {})[0]
+    assert not compare_rows(["A1,007"], ["7,A1"], {})[0]  # no column order makes them equal
+    assert compare_rows(["A1,007"], ["007,A1"], {})[0]
+    # Canonical spellings compare by value, as Oracle prints them (TO_CHAR(0.5) is .5).
+    assert compare_rows(["0.5", "-0.25", "3"], [".5", "-.25", "3.00"], {})[0]
+    assert compare_rows(["0"], ["0.0"], {})[0] and compare_rows(["1e3"], ["1000"], {})[0]
+
+
 def test_column_orders_are_bounded() -> None:
     assert len(list(column_orders(3))) == 6
     wide = list(column_orders(12))
