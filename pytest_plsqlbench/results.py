@@ -19,6 +19,7 @@ import json
 import logging
 import os
 import platform
+import re
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
@@ -461,7 +462,82 @@ def check_document(doc: Any, source: str = "results") -> dict[str, Any]:
     for key in ("header", "subsets", "tasks"):
         if key not in doc:
             raise ResultsFormatError(f"{source}: results file lacks {key!r} (truncated or edited?)")
+    _check_header(doc["header"], source)
+    if not isinstance(doc["subsets"], dict) or not all(isinstance(m, dict) for m in doc["subsets"].values()):
+        raise ResultsFormatError(f"{source}: 'subsets' must map subset names to objects (edited?)")
+    if not isinstance(doc["tasks"], list):
+        raise ResultsFormatError(f"{source}: 'tasks' must be a list of task entries (edited?)")
+    for index, task in enumerate(doc["tasks"]):
+        _check_task(task, index, source)
     return doc
+
+
+_SHARD_TEXT = re.compile(r"^(\d+)/(\d+)$")
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _check_header(header: Any, source: str) -> None:
+    def bad(what: str) -> ResultsFormatError:
+        return ResultsFormatError(f"{source}: header: {what} (edited?)")
+
+    if not isinstance(header, dict):
+        raise bad("not an object")
+    shard = header.get("shard")
+    if shard is not None:
+        m = _SHARD_TEXT.match(shard) if isinstance(shard, str) else None
+        if m is None or not 1 <= int(m.group(1)) <= int(m.group(2)):
+            raise bad(f"shard {shard!r} is not I/N with 1 <= I <= N")
+    subsets = header.get("subsets", [])
+    if not isinstance(subsets, list) or not all(isinstance(x, str) for x in subsets):
+        raise bad(f"subsets {subsets!r} is not a list of names")
+    revisions = header.get("data_revisions") or {}
+    if not isinstance(revisions, dict):
+        raise bad(f"data_revisions {revisions!r} is not an object")
+    samples = header.get("samples")
+    if samples is not None and not (_is_int(samples) and samples >= 1):
+        raise bad(f"samples {samples!r} is not a positive integer")
+
+
+def _check_task(task: Any, index: int, source: str) -> None:
+    """One task entry: what :func:`build_document` and the reports read from it."""
+    where = f"{source}: task entry {index + 1}"
+    if not isinstance(task, dict):
+        raise ResultsFormatError(f"{where}: not an object (edited?)")
+    for key in ("subset", "task_id"):
+        if not isinstance(task.get(key), str) or not task[key]:
+            raise ResultsFormatError(f"{where}: no {key!r} (a non-empty string is required; edited?)")
+    where += f" ({task['subset']}/{task['task_id']})"
+    n_turns = task.get("n_turns", 1)
+    if not (_is_int(n_turns) and n_turns >= 1):
+        raise ResultsFormatError(f"{where}: n_turns {n_turns!r} is not a positive integer")
+    if task.get("n_tests") is not None and not (_is_int(task["n_tests"]) and task["n_tests"] >= 0):
+        raise ResultsFormatError(f"{where}: n_tests {task['n_tests']!r} is not a count")
+    for key in ("tests", "answers"):
+        items = task.get(key, [])
+        if not isinstance(items, list) or not all(isinstance(x, dict) for x in items):
+            raise ResultsFormatError(f"{where}: {key!r} is not a list of objects")
+    for n, test in enumerate(task.get("tests", []), 1):
+        if not isinstance(test.get("test_id"), str):
+            raise ResultsFormatError(f"{where}: test {n} has no 'test_id'")
+        turn, sample = test.get("turn", 1), test.get("sample")
+        if not (_is_int(turn) and turn >= 1):
+            raise ResultsFormatError(f"{where}: test {test['test_id']!r}: turn {turn!r} is not a turn number")
+        if sample is not None and not (_is_int(sample) and sample >= 0):
+            raise ResultsFormatError(f"{where}: test {test['test_id']!r}: sample {sample!r} is not a count")
+        if not isinstance(test.get("passed", False), bool):
+            raise ResultsFormatError(f"{where}: test {test['test_id']!r}: 'passed' is not true/false")
+        if not isinstance(test.get("failure_class", PASSED), str):
+            raise ResultsFormatError(f"{where}: test {test['test_id']!r}: failure_class is not a name")
+    for answer in task.get("answers", []):
+        for key in ("turn", "sample"):
+            value = answer.get(key)
+            if value is not None and not _is_int(value):
+                raise ResultsFormatError(f"{where}: an answer's {key} {value!r} is not an integer")
+        if not isinstance(answer.get("usage") or {}, dict):
+            raise ResultsFormatError(f"{where}: an answer's usage is not an object")
 
 
 def read_document(path: Path) -> dict[str, Any]:

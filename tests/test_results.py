@@ -186,6 +186,62 @@ def test_reader_rejects_non_json_and_the_cli_prints_one_line(
     assert len(err) == 1 and err[0].startswith("plsqlbench: error:") and "not JSON" in err[0]
 
 
+def _break_first_task(key: str, value: Any = None) -> Any:
+    def mutate(d: dict[str, Any]) -> None:
+        if value is None:
+            d["tasks"][0].pop(key)
+        else:
+            d["tasks"][0][key] = value
+
+    return mutate
+
+
+MALFORMED = [
+    (lambda d: d["header"].update(shard="2of2"), "header: shard '2of2' is not I/N"),
+    (lambda d: d["header"].update(shard="3/2"), "header: shard '3/2' is not I/N"),
+    (_break_first_task("task_id"), "task entry 1: no 'task_id'"),
+    (_break_first_task("subset", 7), "task entry 1: no 'subset'"),
+    (_break_first_task("tests", "all passed"), "task entry 1 (mbpp/m1): 'tests' is not a list of objects"),
+    (lambda d: d["tasks"][0]["tests"][0].pop("test_id"), "task entry 1 (mbpp/m1): test 1 has no 'test_id'"),
+    (lambda d: d["tasks"][0]["tests"][0].update(turn="1"), "turn '1' is not a turn number"),
+    (lambda d: d["tasks"][0]["tests"][0].update(passed="yes"), "'passed' is not true/false"),
+    (_break_first_task("n_turns", 0), "n_turns 0 is not a positive integer"),
+    (lambda d: d["tasks"].append("m9"), "task entry 6: not an object"),
+    (lambda d: d.update(tasks={"m1": {}}), "'tasks' must be a list"),
+    (lambda d: d.update(subsets=[]), "'subsets' must map subset names to objects"),
+]
+
+
+@pytest.mark.parametrize(("mutate", "message"), MALFORMED)
+def test_reader_validates_every_task_entry(tmp_path: Path, mutate: Any, message: str) -> None:
+    d = doc()
+    mutate(d)
+    path = tmp_path / "r.json"
+    path.write_text(json.dumps(d))
+    with pytest.raises(ResultsFormatError) as info:
+        read_document(path)
+    assert str(info.value).startswith(f"{path}: ") and message in str(info.value)
+
+
+@pytest.mark.parametrize("command", ["report", "leaderboard", "merge"])
+@pytest.mark.parametrize(("mutate", "message"), [MALFORMED[0], MALFORMED[2]])
+def test_commands_on_a_malformed_file_give_one_line_and_exit_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], command: str, mutate: Any, message: str
+) -> None:
+    bad, good = doc(), doc()
+    mutate(bad)
+    (tmp_path / "bad.json").write_text(json.dumps(bad))
+    write_document(good, tmp_path / "good.json")
+    args = {
+        "report": ["report", str(tmp_path / "bad.json")],
+        "leaderboard": ["leaderboard", str(tmp_path / "bad.json"), "--method", "M"],
+        "merge": ["merge", str(tmp_path / "good.json"), str(tmp_path / "bad.json"), "-o", str(tmp_path / "m.json")],
+    }[command]
+    assert main(args) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("plsqlbench: error:") and message in err[0]
+
+
 # --------------------------------------------------------------------------- data revisions
 def test_manifest_digest_covers_the_task_folder(tmp_path: Path) -> None:
     (tmp_path / "mine").mkdir()
