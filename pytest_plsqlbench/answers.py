@@ -64,6 +64,7 @@ class AnswersFile:
             text = path.read_text(encoding="utf-8", errors="replace")
         except OSError as exc:
             raise UsageError(f"--plsql-answers: cannot read {path}: {exc.strerror}") from exc
+        first_line: dict[tuple[str | None, str, int], int] = {}
         for lineno, line in enumerate(text.splitlines(), 1):
             if not line.strip():
                 continue
@@ -78,10 +79,14 @@ class AnswersFile:
             if not isinstance(answer, str):
                 raise UsageError(f"{where}: 'answer' must be a string")
             turn = rec.get("turn", 1)
-            if not isinstance(turn, int) or turn < 1:
+            if type(turn) is not int or turn < 1:  # bool is an int subclass: not a turn
                 raise UsageError(f"{where}: 'turn' must be a positive integer")
             subset = rec.get("subset")
-            self._by_key[(subset, rec["task_id"], turn)] = answer  # NUL bytes: the runner scores them
+            key = (subset, rec["task_id"], turn)
+            if key in first_line:
+                raise UsageError(f"{where}: a second answer for {rec['task_id']} turn {turn} (first at line {first_line[key]})")
+            first_line[key] = lineno
+            self._by_key[key] = answer  # NUL bytes are kept: the runner scores them
 
     def get(self, subset: str, task_id: str, turn: int) -> str | None:
         for key in ((subset, task_id, turn), (None, task_id, turn)):

@@ -10,6 +10,7 @@ download and refuses a later copy that differs (trust on first use, reported as 
 from __future__ import annotations
 
 import gzip
+import http.client
 import hashlib
 import logging
 import os
@@ -107,7 +108,7 @@ def _fetch(source: Source, target: Path, subset: str, settings: Settings) -> Non
     try:
         with urllib.request.urlopen(source.url, timeout=60) as resp, raw.open("wb") as out:
             shutil.copyfileobj(resp, out)
-    except (urllib.error.URLError, OSError, TimeoutError) as exc:
+    except (urllib.error.URLError, http.client.HTTPException, OSError, TimeoutError) as exc:
         shutil.rmtree(tmp, ignore_errors=True)
         hint = "--plsql-data DIR" if source.kind == "plsqlbench" else f"--plsql-source {source.name}=PATH"
         reason = getattr(exc, "reason", exc)

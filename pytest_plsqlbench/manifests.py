@@ -61,6 +61,13 @@ class Manifest:
         return self.path.parent
 
 
+def yaml_error(path: Path, exc: yaml.YAMLError) -> UsageError:
+    """One line naming the file and the line of a YAML syntax error."""
+    mark = getattr(exc, "problem_mark", None)
+    where = f"{path}:{mark.line + 1}" if mark else str(path)
+    return UsageError(f"{where}: not valid YAML ({getattr(exc, 'problem', None) or exc})")
+
+
 def _fail(path: Path, msg: str) -> UsageError:
     return UsageError(f"{path}: {msg}")
 
@@ -69,9 +76,7 @@ def load_manifest(path: Path) -> Manifest:
     try:
         data = yaml.load(path.read_text(encoding="utf-8"), Loader=_LOADER)
     except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"{path}:{mark.line + 1}" if mark else str(path)
-        raise UsageError(f"{where}: not valid YAML ({getattr(exc, 'problem', exc)})") from None
+        raise yaml_error(path, exc) from None
     except OSError as exc:
         raise _fail(path, f"cannot read ({exc.strerror})") from None
     if not isinstance(data, dict):
@@ -113,6 +118,9 @@ def load_manifest(path: Path) -> Manifest:
 def discover(extra_dirs: tuple[Path, ...] = ()) -> dict[str, Manifest]:
     """All manifests: the built-in ``tasks/`` folder, then ``extra_dirs`` (later wins)."""
     found: dict[str, Manifest] = {}
+    for folder in extra_dirs:
+        if not folder.is_dir():
+            raise UsageError(f"--plsql-tasks: {folder} is not a folder")
     for folder in (tasks_dir(), *extra_dirs):
         for path in sorted(folder.glob("*.yaml")):
             manifest = load_manifest(path)

@@ -54,10 +54,6 @@ def normalize_lines(lines: Iterable[str]) -> list[str]:
     return out
 
 
-def compare_lines(expected: Sequence[str], actual: Sequence[str]) -> bool:
-    return normalize_lines(expected) == normalize_lines(actual)
-
-
 def describe_mismatch(expected: Sequence[str], actual: Sequence[str], limit: int = 6) -> str:
     """A few lines a person can read in a CI log: counts, then the first differing lines."""
     exp, act = normalize_lines(expected), normalize_lines(actual)

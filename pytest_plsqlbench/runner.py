@@ -68,7 +68,9 @@ class TurnState:
     answer: Answer
     #: Why the turn's tests fail without running (install error, unsafe, missing answer).
     blocked: TestOutcome | None = None
-    install: Execution | None = None
+    #: What the harness did about the answer while installing it (skipped client commands,
+    #: neutralised COMMIT ...), reported with each test of the turn.
+    notes: list[str] = field(default_factory=list)
     #: A safety finding reported, not enforced (``--plsql-safety=warn``).
     warning: str | None = None
 
@@ -226,14 +228,16 @@ class TaskRun:
                 return blocked(outcomes.UNSAFE, refusal)
         if self.task.answer_mode == "execute":
             return None
+        self._run_install(state, index, code, "the answer failed to install")
+        return None
+
+    def _run_install(self, state: TurnState, index: int, code: str, failure: str) -> None:
         execution = self.backend.session().run(code, isolated=False, phase="install")
-        state.install = execution
+        state.notes = list(execution.notes)
         if not execution.ok:
             assert execution.error is not None
             err = execution.error
-            blocked(err.failure_class, f"the answer failed to install: {err.short()}")
-            state.blocked.error_code = err.code
-        return None
+            state.blocked = TestOutcome(index, "", False, err.failure_class, f"{failure}: {err.short()}", error_code=err.code)
 
     def _safety_check(self, index: int, code: str) -> str | None:
         assert self.safety is not None
@@ -271,7 +275,7 @@ class TaskRun:
         self._epoch = session.scope_epoch
         self.installed_upto = 0
         for state in self.turns:
-            state.blocked, state.install, state.warning = None, None, None
+            state.blocked, state.notes, state.warning = None, [], None
         self.ensure_turn(turn_index)
 
     def _reinstall(self) -> None:
@@ -282,9 +286,9 @@ class TaskRun:
         self._epoch = session.scope_epoch
         if self.task.answer_mode != "install":
             return
-        for state in self.turns[: self.installed_upto]:
+        for index, state in enumerate(self.turns[: self.installed_upto], 1):
             if state.blocked is None and state.answer.code:
-                state.install = session.run(state.answer.code, isolated=False, phase="install")
+                self._run_install(state, index, state.answer.code, "the answer failed to install again after its session was lost")
         self._epoch = session.scope_epoch
 
     def _run_test_once(self, turn_index: int, test: UnitTest) -> TestOutcome:
@@ -303,7 +307,11 @@ class TaskRun:
             return TestOutcome(turn_index, test.id, False, b.failure_class, b.message, error_code=b.error_code)
         script = test.script if test.script is not None else (state.answer.code or "")
         execution = self.backend.session().run(script, isolated=True, phase="test")
-        return self._judge(turn_index, test, execution)
+        outcome = self._judge(turn_index, test, execution)
+        notes = [*state.notes, *execution.notes]
+        if notes:
+            outcome.extra["notes"] = "; ".join(notes)
+        return outcome
 
     def _judge(self, turn_index: int, test: UnitTest, execution: Execution) -> TestOutcome:
         actual = _capture(execution) if test.kind == "reference" else list(execution.lines)

@@ -246,7 +246,6 @@ class Settings:
     results: Path | None = None
     safety: str = "block"
     model_aliases: Mapping[str, str] = field(default_factory=dict)
-    rootdir: Path = Path(".")
 
     @property
     def answer_source(self) -> str:
@@ -350,5 +349,4 @@ class Settings:
             results=path(v["results"]),
             safety=v["safety"],
             model_aliases=aliases,
-            rootdir=Path(str(config.rootpath)),
         )

@@ -115,6 +115,8 @@ class Task:
             raise ValueError(f"task {self.id!r}: unknown dialect {self.dialect!r}")
         if not self.turns:
             raise ValueError(f"task {self.id!r}: has no turns")
+        if self.answer_mode not in ("install", "execute"):
+            raise ValueError(f"task {self.id!r}: answer_mode must be 'install' or 'execute', not {self.answer_mode!r}")
         for want, turn in enumerate(self.turns, 1):
             if turn.index != want:
                 raise ValueError(f"task {self.id!r}: turn {turn.index} out of order")

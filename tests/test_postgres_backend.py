@@ -190,3 +190,21 @@ def test_a_broken_gold_query_excludes_the_test_whatever_the_answer(backend: Post
     outcome = evaluate_task(backend, task, [answer]).outcomes[0]
     assert outcome.failure_class == "infrastructure", outcome.message
     assert "gold SQL" in outcome.message
+
+
+def test_session_state_of_one_test_is_gone_for_the_next(backend: PostgresBackend) -> None:
+    """Savepoints do not undo PREPARE or session advisory locks; the harness does."""
+    tests = tuple(
+        UnitTest(f"t{n}", "output", "PREPARE p1 AS SELECT 1; EXECUTE p1; SELECT pg_try_advisory_lock(42);", ("1", "t"))
+        for n in (1, 2)
+    )
+    task = Task(id="t", subset="s", dialect="postgres", turns=(Turn(1, "p", tests),))
+    report = evaluate_task(backend, task, ["SELECT 1;"])
+    assert report.passed, [(o.test_id, o.failure_class, o.message) for o in report.outcomes]
+
+
+def test_neutralised_transaction_control_is_reported_with_the_tests(backend: PostgresBackend) -> None:
+    task = one_test_task("SELECT 1;", ("1",))
+    outcome = evaluate_task(backend, task, ["SELECT 1; COMMIT;"]).outcomes[0]
+    assert outcome.passed
+    assert "ignored transaction control" in outcome.extra.get("notes", "")

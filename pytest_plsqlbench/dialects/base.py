@@ -118,11 +118,6 @@ class Backend(abc.ABC):
     def version(self) -> str:
         """Server version for the report header (e.g. ``PostgreSQL 18.6``)."""
 
-    @property
-    @abc.abstractmethod
-    def description(self) -> str:
-        """How the database was obtained (``embedded``, ``container``, ``dsn host/db``)."""
-
     @abc.abstractmethod
     def ensure_fixtures(self, fixtures: Sequence[Fixture]) -> None:
         """Load each fixture once for this worker (in order); raise InfrastructureError on failure."""

@@ -798,12 +798,6 @@ class OracleBackend(Backend):
     def version(self) -> str:
         return self._version
 
-    @property
-    def description(self) -> str:
-        if self.container is not None:
-            return "testcontainers oracle-free"
-        return f"dsn {self.admin_dsn.redacted()}" if self.admin_dsn else "dsn"
-
     def start(self) -> None:
         _driver()
         if self.settings.db == "container":

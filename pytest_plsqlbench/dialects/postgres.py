@@ -412,6 +412,9 @@ class PostgresSession(Session):
         else:
             self._exec(f"ROLLBACK TO SAVEPOINT {savepoint}")
             self._exec(f"RELEASE SAVEPOINT {savepoint}")
+            # What a savepoint does not undo must not reach the next test either.
+            self._exec("DEALLOCATE ALL")
+            self._exec("SELECT pg_advisory_unlock_all()")
 
 
 class PostgresBackend(Backend):
@@ -441,10 +444,6 @@ class PostgresBackend(Backend):
     @property
     def version(self) -> str:
         return self._version
-
-    @property
-    def description(self) -> str:
-        return {"embedded": "embedded server", "container": "testcontainers"}.get(self.settings.db, "dsn")
 
     def start(self) -> None:
         kind = self.settings.db
@@ -681,7 +680,7 @@ class PostgresBackend(Backend):
         if pid is None:
             return
         try:
-            with psycopg.connect(self.db_dsn, autocommit=True) as conn:
+            with psycopg.connect(self.db_dsn, autocommit=True, connect_timeout=5) as conn:
                 conn.execute("SELECT pg_terminate_backend(%s)", (pid,))
         except psycopg.Error as exc:
             log.warning("could not terminate backend %s: %s", pid, exc)

@@ -26,6 +26,7 @@ Every task must exist in both dialects; a missing part is an error naming file a
 
 from __future__ import annotations
 
+import hashlib
 import re
 from pathlib import Path
 from typing import Any, Mapping
@@ -34,7 +35,7 @@ import pytest
 import yaml
 
 from ..errors import UsageError
-from ..manifests import Manifest
+from ..manifests import Manifest, yaml_error
 from ..resources import fixtures_dir
 from ..scripts import split
 from ..settings import Settings
@@ -65,8 +66,20 @@ def _fixture(name: str, dialect: str, search: tuple[Path, ...], where: str) -> F
     for folder in search:
         path = folder / name / f"{dialect}.sql"
         if path.is_file():
-            return Fixture(key=f"yaml:{name}:{dialect}", script=path.read_text(encoding="utf-8"), description=name)
+            script = path.read_text(encoding="utf-8")
+            # Keyed by content: two subsets' different `shop` fixtures are two fixtures.
+            digest = hashlib.sha256(script.encode()).hexdigest()[:12]
+            return Fixture(key=f"yaml:{name}:{dialect}:{digest}", script=script, description=name)
     raise _Bad(f"{where}: fixture {name!r} not found (looked for {name}/{dialect}.sql in {', '.join(map(str, search))})")
+
+
+def _names(raw: Any, where: str) -> tuple[str, ...]:
+    """A list of names (``entry_points``, ``fixtures``, ``markers``); a bare string is an error."""
+    if raw is None:
+        return ()
+    if not isinstance(raw, list) or not all(isinstance(x, str) and x for x in raw):
+        raise _Bad(f"{where}: must be a list of names, e.g. [a, b]")
+    return tuple(raw)
 
 
 def _tests(raw: Any, dialect: str, where: str) -> tuple[UnitTest, ...]:
@@ -118,9 +131,7 @@ def load_task_file(path: Path, subset: str, dialect: str, fixture_dirs: tuple[Pa
     try:
         raw = yaml.load(path.read_text(encoding="utf-8"), Loader=_LOADER)
     except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        line = f":{mark.line + 1}" if mark else ""
-        raise _Bad(f"{path}{line}: not valid YAML ({getattr(exc, 'problem', exc)})") from None
+        raise yaml_error(path, exc) from None
     if not isinstance(raw, dict):
         raise _Bad(f"{where}: a task file must be a mapping")
     task_id = raw.get("id")
@@ -132,11 +143,11 @@ def load_task_file(path: Path, subset: str, dialect: str, fixture_dirs: tuple[Pa
         turns = tuple(_turn(t, i, dialect, f"{where} turn {i}") for i, t in enumerate(raw["turns"], 1))
     else:
         turns = (_turn(raw, 1, dialect, where),)
-    fixtures = tuple(_fixture(name, dialect, fixture_dirs, where) for name in raw.get("fixtures") or ())
+    fixtures = tuple(_fixture(n, dialect, fixture_dirs, where) for n in _names(raw.get("fixtures"), f"{where} fixtures"))
     schema_ddl = None
     if raw.get("schema_prompt") and fixtures:
         schema_ddl = "\n".join(_ddl_only(f.script, dialect) for f in fixtures)
-    markers = tuple(raw.get("markers") or ())
+    markers = _names(raw.get("markers"), f"{where} markers")
     bad = [m for m in markers if not _MARKER.match(str(m))]
     if bad:
         raise _Bad(f"{where}: markers must be identifiers, got {bad}")
@@ -146,7 +157,7 @@ def load_task_file(path: Path, subset: str, dialect: str, fixture_dirs: tuple[Pa
             subset=subset,
             dialect=dialect,  # type: ignore[arg-type]
             turns=turns,
-            entry_points=tuple(_per_dialect(raw.get("entry_points") or (), dialect, f"{where} entry_points")),
+            entry_points=_names(_per_dialect(raw.get("entry_points"), dialect, f"{where} entry_points"), f"{where} entry_points"),
             fixtures=fixtures,
             schema_ddl=schema_ddl,
             answer_mode=raw.get("answer_mode", "install"),
