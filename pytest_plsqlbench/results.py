@@ -41,7 +41,7 @@ from .metrics import (
 )
 from .outcomes import FAILURE_CLASSES, INFRASTRUCTURE, PASSED
 from .reporting import junit
-from .reporting.stats import BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED, CONFIDENCE, mean
+from .reporting.stats import BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED, CONFIDENCE
 from .settings import Settings
 
 log = logging.getLogger(__name__)
@@ -374,26 +374,53 @@ def subset_kind_metrics(metrics: Mapping[str, Any]) -> tuple[str, ...]:
     return MULTI_TURN_METRICS if metrics.get("multi_turn_tasks") else SINGLE_TURN_METRICS
 
 
-def split_overall(subsets: Mapping[str, Mapping[str, Any]]) -> dict[str, dict[str, float]]:
-    """Development / test macro averages as plsqlbench.github.io defines them.
+def site_figures(metrics: Mapping[str, Any]) -> dict[str, float]:
+    """What one subset contributes to the leaderboard and to the split overall: percent, two decimals.
 
-    For each split, each metric is the plain mean over the subsets of that split *that report the
-    metric* (a multi-turn set has no Suite Pass, a single-turn set no Episode Pass), in the
-    subsets' own 0..1 scale. Subsets without a ``paper.split`` take no part.
+    The metrics its kind reports (:func:`subset_kind_metrics`), where the manifest's
+    ``paper.comparable_metric`` stands in for Mean Test Pass when it names another metric (MBPP and
+    MBPP+: the paper's figure is all-or-nothing per task, i.e. our Suite Pass). The leaderboard
+    entry and the summary's overall lines both come from here, so they cannot disagree.
+    """
+    comparable = (metrics.get("paper") or {}).get("comparable_metric")
+    out: dict[str, float] = {}
+    for metric in subset_kind_metrics(metrics):
+        source = comparable if metric == "mean_test_pass" and comparable not in (None, metric) else metric
+        value = metrics.get(source)
+        if value is not None:
+            out[metric] = round(100.0 * value, 2)
+    return out
+
+
+def macro_means(datasets: Iterable[Mapping[str, float]]) -> dict[str, float]:
+    """Per metric, the plain mean over the datasets that report it, from their two-decimal percents."""
+    datasets = list(datasets)
+    out: dict[str, float] = {}
+    for metric in HEADLINE_ORDER:
+        values = [d[metric] for d in datasets if metric in d]
+        if values:
+            out[metric] = round(sum(values) / len(values), 2)
+    return out
+
+
+#: The order metrics appear in overall figures (and on the site).
+HEADLINE_ORDER = ("mean_test_pass", "suite_pass", "episode_pass", "turn_suite_pass")
+
+
+def split_overall(subsets: Mapping[str, Mapping[str, Any]]) -> dict[str, dict[str, float]]:
+    """Development / test macro averages as plsqlbench.github.io defines them (fractions 0..1).
+
+    For each split, each metric is the mean over the subsets of that split *that report the metric*
+    (a multi-turn set has no Suite Pass, a single-turn set no Episode Pass) of their
+    :func:`site_figures` -- so a subset's ``paper.comparable_metric`` stands in for its Mean Test
+    Pass, and the figures equal the leaderboard entry's ``development_overall``/``test_overall``
+    (which are these percentages). Subsets without a ``paper.split`` take no part.
     """
     out: dict[str, dict[str, float]] = {}
     for split in ("dev", "test"):
-        members = [m for m in subsets.values() if (m.get("paper") or {}).get("split") == split]
-        if not members:
-            continue
-        figures: dict[str, float] = {}
-        for metric in ("mean_test_pass", "suite_pass", "episode_pass", "turn_suite_pass"):
-            values = [
-                m[metric] for m in members if metric in subset_kind_metrics(m) and m.get(metric) is not None
-            ]
-            if values:
-                figures[metric] = mean(values)  # type: ignore[assignment]
-        out[split] = figures
+        members = [site_figures(m) for m in subsets.values() if (m.get("paper") or {}).get("split") == split]
+        if members:
+            out[split] = {k: v / 100.0 for k, v in macro_means(members).items()}
     return out
 
 

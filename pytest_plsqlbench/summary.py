@@ -151,12 +151,25 @@ def comparability_lines(subsets: Mapping[str, Mapping[str, Any]]) -> list[str]:
     return lines
 
 
-def overall_lines(overall: Mapping[str, Mapping[str, float]]) -> list[str]:
+def overall_lines(
+    overall: Mapping[str, Mapping[str, float]], subsets: Mapping[str, Mapping[str, Any]] | None = None
+) -> list[str]:
+    """The split means (``results.split_overall``: the leaderboard entry's figures), with which
+    subsets' comparable metric stood in for their Mean Test Pass@1."""
     lines = []
     for split, figures in overall.items():
         if figures:
             shown = ", ".join(f"{METRIC_LABELS[k]} {pct(v)}" for k, v in figures.items())
-            lines.append(f"{SPLIT_LABELS.get(split, split)} (macro mean over {split} subsets): {shown}")
+            stand_ins = [
+                f"{name}: {METRIC_LABELS.get(p['comparable_metric'], p['comparable_metric'])}"
+                for name, m in (subsets or {}).items()
+                for p in [m.get("paper") or {}]
+                if p.get("split") == split and p.get("comparable_metric") not in (None, "mean_test_pass")
+            ]
+            how = f"macro mean over {split} subsets, as on the leaderboard"
+            if stand_ins and "mean_test_pass" in figures:
+                how += "; Mean Test Pass@1 takes the paper-comparable metric of " + ", ".join(stand_ins)
+            lines.append(f"{SPLIT_LABELS.get(split, split)} ({how}): {shown}")
     return lines
 
 
@@ -229,7 +242,7 @@ def summary_lines(document: Mapping[str, Any], verbose: int = 0) -> list[str]:
         if n_excl:
             lines.append(f"{n_excl} task(s) excluded from the metrics (infrastructure / not generated)")
         return lines
-    lines.extend(overall_lines(document.get("overall") or {}))
+    lines.extend(overall_lines(document.get("overall") or {}, subsets))
     lines.extend(pass_at_k_lines(subsets))
     if (header.get("samples") or 1) > 1 and not header.get("temperature"):
         lines.append(

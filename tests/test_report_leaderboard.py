@@ -18,6 +18,7 @@ from pytest_plsqlbench.cli import main
 from pytest_plsqlbench.errors import UsageError
 from pytest_plsqlbench.reporting.leaderboard import entry
 from pytest_plsqlbench.results import build_document, write_document
+from pytest_plsqlbench.summary import summary_lines
 
 PERCENT = {"type": "number", "minimum": 0, "maximum": 100}
 SINGLE_TURN = {
@@ -171,6 +172,23 @@ def test_entry_validates_against_the_sites_schema_with_hand_computed_scores() ->
     assert scores["test_overall"]["mean_test_pass"] == round((50 + 75 + 87.5) / 3, 2)
     assert scores["overall_test"] == {"mean_test_pass": scores["test_overall"]["mean_test_pass"]}
     assert any("mean_test_pass for 'mbpp' is our suite_pass" in n for n in notes)
+
+
+@pytest.mark.parametrize("split", ["dev", "test"])
+def test_summary_overall_equals_the_entrys_overall(split: str) -> None:
+    """One function computes both: MBPP/MBPP+'s Suite Pass stands in for Mean Test Pass in each."""
+    run = full_run()
+    result, _ = entry(run, method="M", date="2026-09-01")
+    site = result["scores"]["development_overall" if split == "dev" else "test_overall"]
+    ours = run["overall"][split]
+    assert set(ours) == set(site)
+    for metric, value in site.items():
+        assert f"{100 * ours[metric]:.2f}" == f"{value:.2f}", metric
+    label = "Development overall" if split == "dev" else "Test overall"
+    line = next(x for x in summary_lines(run, 0) if x.startswith(label))
+    assert f"Mean Test Pass@1 {site['mean_test_pass']:.2f}" in line
+    # MBPP's Mean Test Pass (75) is not what the overall takes: its Suite Pass (50) is.
+    assert run["subsets"]["mbpp"]["mean_test_pass"] == 0.75
 
 
 def test_overall_needs_every_dataset_of_its_split_unless_asked() -> None:

@@ -27,7 +27,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..errors import UsageError
-from ..results import subset_kind_metrics
+from ..results import macro_means, site_figures
 
 log = logging.getLogger(__name__)
 
@@ -37,17 +37,8 @@ SITE_SPLITS = {
     "test": ("mbpp_plus", "spider2_st_test", "spider2_mt_test"),
 }
 OVERALL_KEYS = {"dev": "development_overall", "test": "test_overall"}
-SITE_METRICS = ("mean_test_pass", "suite_pass", "episode_pass", "turn_suite_pass")
 #: Values of ``category`` the site's entries use.
 KNOWN_CATEGORIES = ("Open-weight", "Proprietary")
-
-
-def _percent(value: float) -> float:
-    return round(100.0 * value, 2)
-
-
-def _mean2(values: list[float]) -> float:
-    return round(sum(values) / len(values), 2)
 
 
 def dataset_scores(document: Mapping[str, Any]) -> tuple[dict[str, dict[str, float]], list[str]]:
@@ -62,16 +53,10 @@ def dataset_scores(document: Mapping[str, Any]) -> tuple[dict[str, dict[str, flo
             continue
         if key in scores:
             raise UsageError(f"two subsets map to leaderboard key {key!r}; score them in separate runs")
-        figures: dict[str, float] = {}
-        for metric in subset_kind_metrics(m):
-            source = metric
-            if metric == "mean_test_pass" and paper.get("comparable_metric") not in (None, "mean_test_pass"):
-                source = paper["comparable_metric"]
-                notes.append(
-                    f"{name}: the site's mean_test_pass for {key!r} is our {source} (paper.comparable_metric)"
-                )
-            if m.get(source) is not None:
-                figures[metric] = _percent(m[source])
+        comparable = paper.get("comparable_metric")
+        if comparable not in (None, "mean_test_pass"):
+            notes.append(f"{name}: the site's mean_test_pass for {key!r} is our {comparable} (paper.comparable_metric)")
+        figures = site_figures(m)
         if figures:
             scores[key] = figures
     return scores, notes
@@ -97,11 +82,7 @@ def overall_scores(
                 f"{OVERALL_KEYS[split]} left out: the run lacks {', '.join(missing)} (--partial-overall to emit anyway)"
             )
             continue
-        figures = {}
-        for metric in SITE_METRICS:
-            values = [scores[k][metric] for k in present if metric in scores[k]]
-            if values:
-                figures[metric] = _mean2(values)
+        figures = macro_means(scores[k] for k in present)
         out[OVERALL_KEYS[split]] = figures
         if split == "test" and "mean_test_pass" in figures:
             out["overall_test"] = {"mean_test_pass": figures["mean_test_pass"]}

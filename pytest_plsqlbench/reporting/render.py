@@ -121,7 +121,7 @@ def markdown(document: Mapping[str, Any]) -> str:
     ]
     out += _md_table(["Subset", "Tasks", "Tests", "Samples", *METRIC_LABELS.values()], _subset_rows(subsets))
     notes = (
-        comparability_lines(subsets) + overall_lines(document.get("overall") or {}) + pass_at_k_lines(subsets)
+        comparability_lines(subsets) + overall_lines(document.get("overall") or {}, subsets) + pass_at_k_lines(subsets)
     )
     if notes:
         out += ["", *(f"- {line}" for line in notes)]
@@ -229,7 +229,7 @@ def html(document: Mapping[str, Any]) -> str:
         _html_table("subsets", ["Subset", "Tasks", "Tests", "Samples", *METRIC_LABELS.values()], rows)
     )
     notes = (
-        comparability_lines(subsets) + overall_lines(document.get("overall") or {}) + pass_at_k_lines(subsets)
+        comparability_lines(subsets) + overall_lines(document.get("overall") or {}, subsets) + pass_at_k_lines(subsets)
     )
     if notes:
         parts.append("<ul>" + "".join(f"<li>{escape(n)}</li>" for n in notes) + "</ul>")
