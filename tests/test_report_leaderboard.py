@@ -51,6 +51,8 @@ ENTRY_SCHEMA: dict[str, Any] = {
         "date": {"type": "string", "pattern": r"^\d{4}-\d{2}-\d{2}$"},
         "setting": {"type": "string"},
         "link": {"type": "string"},
+        # Ours, not the site's: why an entry does not compare with the paper (removed before submitting).
+        "note": {"type": "string"},
         "scores": {
             "type": "object",
             "additionalProperties": False,
@@ -97,7 +99,7 @@ def _tests(turns: list[list[bool]]) -> list[dict[str, Any]]:
     ]
 
 
-def full_run(subsets: dict[str, tuple[str, str, str, bool]] = SUBSETS) -> dict[str, Any]:
+def full_run(subsets: dict[str, tuple[str, str, str, bool]] = SUBSETS, **header_changes: Any) -> dict[str, Any]:
     """Two tasks per subset: one at 1/2 of its tests, one fully passed (multi-turn: 2 turns)."""
     tasks = []
     for name, (_, _, _, multi) in subsets.items():
@@ -120,7 +122,15 @@ def full_run(subsets: dict[str, tuple[str, str, str, bool]] = SUBSETS) -> dict[s
         name: {"paper": {"leaderboard": key, "split": split, "comparable_metric": cmp}}
         for name, (key, split, cmp, _) in subsets.items()
     }
-    header = {"plugin_version": "0.1.0", "model": "m", "samples": 1, "subsets": list(subsets)}
+    header = {
+        "plugin_version": "0.1.0",
+        "model": "m",
+        "samples": 1,
+        "dialect": "oracle",
+        "assertions": "published",
+        "subsets": list(subsets),
+        **header_changes,
+    }
     return build_document(header, tasks, info)
 
 
@@ -241,3 +251,40 @@ def test_cli_prints_the_entry_and_refuses_runs_without_leaderboard_keys(
     assert "no subset of this run has a leaderboard key" in capsys.readouterr().err
     with pytest.raises(UsageError, match="--date must be YYYY-MM-DD"):
         entry(full_run(), method="M", date="1.9.2026")
+
+
+NO_MBPP_PLUS = {k: v for k, v in SUBSETS.items() if k != "mbpp-plus"}
+
+
+@pytest.mark.parametrize(
+    ("run", "reason"),
+    [
+        (full_run(NO_MBPP_PLUS, dialect="postgres"), "dialect postgres (the paper's figures are Oracle PL/SQL)"),
+        (full_run(NO_MBPP_PLUS, assertions="null-safe"), "mbpp ran with --plsql-assertions=null-safe"),
+        (full_run(assertions="null-safe"), "mbpp-plus ran with --plsql-assertions=null-safe"),
+    ],
+)
+def test_noncomparable_runs_are_refused_unless_allowed_then_noted(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], run: dict[str, Any], reason: str
+) -> None:
+    path = tmp_path / "r.json"
+    write_document(run, path)
+    assert main(["leaderboard", str(path), "--method", "M", "--date", "2026-09-01"]) == 2
+    captured = capsys.readouterr()
+    err = captured.err.strip().splitlines()
+    assert captured.out == "" and len(err) == 1 and err[0].startswith("plsqlbench: error: leaderboard:")
+    assert reason in err[0] and "--allow-noncomparable" in err[0]
+    args = ["leaderboard", str(path), "--method", "M", "--date", "2026-09-01", "--allow-noncomparable"]
+    assert main(args) == 0
+    printed = json.loads(capsys.readouterr().out)
+    jsonschema.validate(printed, ENTRY_SCHEMA)
+    assert printed["note"].startswith("not comparable with the paper: ") and reason in printed["note"]
+
+
+def test_a_comparable_run_has_no_note_but_mbpp_plus_is_always_called_a_rebuild() -> None:
+    result, _ = entry(full_run(NO_MBPP_PLUS), method="M", date="2026-09-01")
+    assert "note" not in result
+    result, notes = entry(full_run(), method="M", date="2026-09-01")
+    assert "not comparable" not in result["note"]
+    assert "rebuild" in result["note"] and "not the authors' withheld set" in result["note"]
+    assert any("'note'" in n for n in notes)

@@ -53,6 +53,7 @@ def cmd_leaderboard(args: argparse.Namespace) -> int:
         link=args.link,
         setting=args.setting,
         partial_overall=args.partial_overall,
+        allow_noncomparable=args.allow_noncomparable,
     )
     for note in notes:
         print(f"plsqlbench leaderboard: {note}", file=sys.stderr)
@@ -107,6 +108,12 @@ def register(subparsers: Any) -> None:
         "--partial-overall",
         action="store_true",
         help="emit split overall means even when the run lacks some of the split's datasets",
+    )
+    p.add_argument(
+        "--allow-noncomparable",
+        action="store_true",
+        help="emit an entry even for a run that does not compare with the paper's figures (another "
+        "dialect than oracle, MBPP without --plsql-assertions=published, partial tasks); its note says why",
     )
     p.add_argument(
         "-o", "--output", type=Path, metavar="FILE", help="write the entry here instead of standard output"

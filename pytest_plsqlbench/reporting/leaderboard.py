@@ -17,6 +17,13 @@ Which subset feeds which task id comes from the subset manifests' ``paper.leader
 the results document). Where a manifest says the paper's figure equals another of our metrics
 (``paper.comparable_metric``: MBPP's published blocks are all-or-nothing per task), that metric is
 what the site's ``mean_test_pass`` receives.
+
+An entry looks comparable with the paper's, so runs that are not are refused
+(:func:`noncomparable_reasons`): another dialect than Oracle, MBPP/MBPP+ scored with other than
+the published assertion blocks, tasks that ran only part of their tests. With
+``allow_noncomparable`` the entry is emitted with a ``note`` saying why. MBPP+ is always noted as
+this project's rebuild (the authors withhold theirs). ``note`` is ours, not a field of the site's
+schema: remove it before submitting, and say the same in the submission.
 """
 
 from __future__ import annotations
@@ -37,6 +44,13 @@ SITE_SPLITS = {
     "test": ("mbpp_plus", "spider2_st_test", "spider2_mt_test"),
 }
 OVERALL_KEYS = {"dev": "development_overall", "test": "test_overall"}
+#: Leaderboard keys of the MBPP sets, whose paper figures run the published assertion blocks.
+MBPP_KEYS = ("mbpp", "mbpp_plus")
+#: Always said of an entry with MBPP+ scores.
+MBPP_PLUS_NOTE = (
+    "mbpp_plus is pytest-plsqlbench's rebuild of MBPP+-PLSQL from evalplus MBPP+, not the authors' "
+    "withheld set (task and test counts differ)"
+)
 #: Values of ``category`` the site's entries use.
 KNOWN_CATEGORIES = ("Open-weight", "Proprietary")
 
@@ -89,6 +103,27 @@ def overall_scores(
     return out, notes
 
 
+def noncomparable_reasons(document: Mapping[str, Any]) -> list[str]:
+    """Why the run's figures do not compare with the paper's (empty when they do)."""
+    header = document.get("header") or {}
+    reasons = []
+    dialect = header.get("dialect")
+    if dialect != "oracle":
+        reasons.append(f"dialect {dialect or 'unknown'} (the paper's figures are Oracle PL/SQL)")
+    assertions = header.get("assertions")
+    for name, m in (document.get("subsets") or {}).items():
+        key = (m.get("paper") or {}).get("leaderboard")
+        if key in MBPP_KEYS and assertions != "published":
+            reasons.append(
+                f"{name} ran with --plsql-assertions={assertions or 'unknown'} "
+                "(the paper's MBPP figures run the published assertion blocks)"
+            )
+        incomplete = m.get("incomplete_tasks") or []
+        if key and incomplete:
+            reasons.append(f"{name}: {len(incomplete)} task(s) ran only part of their tests")
+    return reasons
+
+
 def entry(
     document: Mapping[str, Any],
     method: str,
@@ -98,8 +133,13 @@ def entry(
     link: str = "",
     setting: str = "Direct generation",
     partial_overall: bool = False,
+    allow_noncomparable: bool = False,
 ) -> tuple[dict[str, Any], list[str]]:
-    """The leaderboard entry for a results document, and notes on what was left out and why."""
+    """The leaderboard entry for a results document, and notes on what was left out and why.
+
+    Refuses (:class:`UsageError`) a run whose figures do not compare with the paper's, unless
+    ``allow_noncomparable``; then the entry's ``note`` says why.
+    """
     if not method.strip():
         raise UsageError("leaderboard: --method must name the model or system")
     if date is None:
@@ -122,15 +162,26 @@ def entry(
     header = document.get("header") or {}
     if (header.get("samples") or 1) > 1:
         notes.append(f"scores are Pass@1 means over {header['samples']} samples per task")
-    return (
-        {
-            "method": method.strip(),
-            "organization": organization,
-            "category": category,
-            "date": date,
-            "setting": setting,
-            "link": link,
-            "scores": {**overall, **scores},
-        },
-        notes,
-    )
+    reasons = noncomparable_reasons(document)
+    if reasons and not allow_noncomparable:
+        raise UsageError(
+            "leaderboard: this run does not compare with the paper's figures: "
+            + "; ".join(reasons)
+            + " (--allow-noncomparable emits the entry with a note saying so)"
+        )
+    said = [f"not comparable with the paper: {'; '.join(reasons)}"] if reasons else []
+    if "mbpp_plus" in scores:
+        said.append(MBPP_PLUS_NOTE)
+    result: dict[str, Any] = {
+        "method": method.strip(),
+        "organization": organization,
+        "category": category,
+        "date": date,
+        "setting": setting,
+        "link": link,
+        "scores": {**overall, **scores},
+    }
+    if said:
+        result["note"] = ". ".join(said)
+        notes.append(f"the entry carries a 'note' (not a field of the site's schema): {result['note']}")
+    return result, notes
