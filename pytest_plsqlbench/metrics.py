@@ -150,6 +150,9 @@ class TaskResult:
     task_id: str
     n_turns: int
     samples: list[TaskScore]
+    #: Only some of the task's tests ran (``-k``, ``-m``, ``-x``, ``--lf``, ``--deselect``): its
+    #: scores cover the tests that ran.
+    incomplete: bool = False
 
     @property
     def kept(self) -> list[TaskScore]:
@@ -283,6 +286,8 @@ class SubsetMetrics:
     excluded_tasks: list[str] = field(default_factory=list)
     #: tasks every test of which was skipped (e.g. not runnable with the data at hand).
     skipped_tasks: list[str] = field(default_factory=list)
+    #: scored tasks of which only some tests ran; they stay in the metrics, scored on what ran.
+    incomplete_tasks: list[str] = field(default_factory=list)
     #: failed unit tests by class.
     failure_classes: dict[str, int] = field(default_factory=dict)
     #: failed analysis units (task turns of a sample) by class, as in the paper's §4.4.
@@ -304,6 +309,7 @@ class SubsetMetrics:
             "pass_at_k": {str(k): v for k, v in self.pass_at_k.items()},
             "excluded_tasks": list(self.excluded_tasks),
             "skipped_tasks": list(self.skipped_tasks),
+            "incomplete_tasks": list(self.incomplete_tasks),
             "units": self.units,
             "failure_classes": dict(self.failure_classes),
             "failure_units": dict(self.failure_units),
@@ -334,6 +340,7 @@ def subset_metrics(
         episode_pass=mean([r.episode_pass for r in multi]),  # type: ignore[misc]
         excluded_tasks=[r.task_id for r in ordered if r.excluded and not r.skipped],
         skipped_tasks=[r.task_id for r in ordered if r.skipped],
+        incomplete_tasks=[r.task_id for r in kept if r.incomplete],
         units=units,
     )
     if bootstrap and kept:

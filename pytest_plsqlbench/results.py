@@ -301,6 +301,8 @@ def build_document(
             key=lambda r: (int(r.get("sample") or 0), int(r.get("turn", 1)), r["test_id"]),
         )
         result = score_samples(entry["subset"], entry["task_id"], int(entry.get("n_turns", 1)), tests)
+        ran, expected = tests_run(entry, tests, int(header.get("samples") or 1))
+        result.incomplete = expected is not None and ran < expected
         results[entry["subset"]].append(result)
         test_counts[entry["subset"]].update(failed_tests(tests))
         unit_counts[entry["subset"]].update(unit_failures(tests))
@@ -317,7 +319,16 @@ def build_document(
             }
             for s in result.samples
         ]
-        out_tasks.append({**entry, **result.as_dict(), "samples": per_sample, "tests": tests})
+        out_tasks.append(
+            {
+                **entry,
+                **result.as_dict(),
+                "incomplete": result.incomplete,
+                "tests_run": ran,
+                "samples": per_sample,
+                "tests": tests,
+            }
+        )
     subsets = {}
     for name in order:
         if not results[name]:
@@ -354,6 +365,21 @@ def build_document(
         "usage": usage_totals([a for name in subsets for a in usage[name]]),
         "tasks": out_tasks,
     }
+
+
+def tests_run(
+    entry: Mapping[str, Any], tests: Iterable[Mapping[str, Any]], samples: int
+) -> tuple[int, int | None]:
+    """(tests of the task that ran, over all samples; how many it has: ``n_tests`` x samples).
+
+    Every collected item leaves a record -- passed, failed, skipped (not runnable), or an
+    infrastructure error for a crashed worker -- so fewer records than the task's tests means
+    pytest's selection (``-k``, ``-m``, ``--deselect``, ``--lf``) or an early stop (``-x``,
+    ``--maxfail``) left some out. ``None`` when the entry does not say how many tests it has.
+    """
+    ran = len({(int(r.get("sample") or 0), int(r.get("turn", 1)), r["test_id"]) for r in tests})
+    n_tests = entry.get("n_tests")
+    return ran, (int(n_tests) * samples if isinstance(n_tests, int) and n_tests > 0 else None)
 
 
 def _judged_units(tests: Iterable[Mapping[str, Any]]) -> int:

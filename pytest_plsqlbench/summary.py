@@ -215,7 +215,27 @@ def excluded_lines(subsets: Mapping[str, Mapping[str, Any]], limit: int = 10) ->
                 f" ... (+{len(skipped) - limit})" if len(skipped) > limit else ""
             )
             lines.append(f"{name}: {len(skipped)} task(s) skipped, not in the metrics: {shown}")
+    return lines + incomplete_lines(subsets, limit)
+
+
+def incomplete_lines(subsets: Mapping[str, Mapping[str, Any]], limit: int = 10) -> list[str]:
+    """Per subset, the tasks of which only some tests ran (the results file's ``incomplete``)."""
+    lines = []
+    for name, m in subsets.items():
+        incomplete = m.get("incomplete_tasks") or []
+        if incomplete:
+            shown = ", ".join(incomplete[:limit]) + (
+                f" ... (+{len(incomplete) - limit})" if len(incomplete) > limit else ""
+            )
+            lines.append(f"{name}: {incomplete_note(len(incomplete))}: {shown}")
     return lines
+
+
+def incomplete_note(count: int) -> str:
+    return (
+        f"{count} task(s) ran only part of their tests (-k, -m, -x/--maxfail, --lf or --deselect); "
+        "they stay in the metrics, scored on the tests that ran"
+    )
 
 
 def summary_lines(document: Mapping[str, Any], verbose: int = 0) -> list[str]:
@@ -241,6 +261,9 @@ def summary_lines(document: Mapping[str, Any], verbose: int = 0) -> list[str]:
         n_excl = sum(len(m.get("excluded_tasks") or []) for m in subsets.values())
         if n_excl:
             lines.append(f"{n_excl} task(s) excluded from the metrics (infrastructure / not generated)")
+        n_part = sum(len(m.get("incomplete_tasks") or []) for m in subsets.values())
+        if n_part:
+            lines.append(incomplete_note(n_part))
         return lines
     lines.extend(overall_lines(document.get("overall") or {}, subsets))
     lines.extend(pass_at_k_lines(subsets))

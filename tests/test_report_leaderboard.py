@@ -256,12 +256,21 @@ def test_cli_prints_the_entry_and_refuses_runs_without_leaderboard_keys(
 NO_MBPP_PLUS = {k: v for k, v in SUBSETS.items() if k != "mbpp-plus"}
 
 
+def partial_run() -> dict[str, Any]:
+    """A run in which spider's task ``a`` ran 2 of its 3 tests (``-k``)."""
+    run = full_run(NO_MBPP_PLUS)
+    for t in run["tasks"]:
+        t["n_tests"] = 3 if (t["subset"], t["task_id"]) == ("spider", "a") else len(t["tests"])
+    return build_document(run["header"], run["tasks"], {k: {"paper": m["paper"]} for k, m in run["subsets"].items()})
+
+
 @pytest.mark.parametrize(
     ("run", "reason"),
     [
         (full_run(NO_MBPP_PLUS, dialect="postgres"), "dialect postgres (the paper's figures are Oracle PL/SQL)"),
         (full_run(NO_MBPP_PLUS, assertions="null-safe"), "mbpp ran with --plsql-assertions=null-safe"),
         (full_run(assertions="null-safe"), "mbpp-plus ran with --plsql-assertions=null-safe"),
+        (partial_run(), "spider: 1 task(s) ran only part of their tests"),
     ],
 )
 def test_noncomparable_runs_are_refused_unless_allowed_then_noted(

@@ -149,6 +149,41 @@ def test_rebuilding_a_document_from_its_own_tasks_gives_it_back() -> None:
     )
 
 
+def test_tasks_that_ran_only_part_of_their_tests_are_marked_and_said() -> None:
+    tasks = [
+        task("mbpp", "m1", [[True, True]], n_tests=3),  # -k left one test out
+        task("mbpp", "m2", [[True, False, True]], n_tests=3),
+        task("mbpp", "m3", [[True, True]]),  # no n_tests: cannot tell
+        task("s2mt", "c1", [[True], [True]], n_tests=3),  # a turn's test deselected
+    ]
+    d = build_document(HEADER, tasks, PAPER)
+    by_id = {t["task_id"]: t for t in d["tasks"]}
+    assert (by_id["m1"]["incomplete"], by_id["m1"]["tests_run"]) == (True, 2)
+    assert (by_id["m2"]["incomplete"], by_id["m2"]["tests_run"]) == (False, 3)
+    assert by_id["m3"]["incomplete"] is False and by_id["c1"]["incomplete"] is True
+    assert d["subsets"]["mbpp"]["incomplete_tasks"] == ["m1"]
+    assert d["subsets"]["s2mt"]["incomplete_tasks"] == ["c1"]
+    # They stay in the metrics, scored on the tests that ran.
+    assert d["subsets"]["mbpp"]["tasks"] == 3 and by_id["m1"]["suite_pass"] == 1.0
+    text = "\n".join(summary_lines(d, 0))
+    assert (
+        "mbpp: 1 task(s) ran only part of their tests (-k, -m, -x/--maxfail, --lf or --deselect); "
+        "they stay in the metrics, scored on the tests that ran: m1" in text
+    )
+    assert "2 task(s) ran only part of their tests" in "\n".join(summary_lines(d, -1))
+    # Rebuilding (merge) gives the same marks.
+    assert build_document(d["header"], copy.deepcopy(d["tasks"]), PAPER) == d
+
+
+def test_a_sample_left_out_makes_the_task_incomplete() -> None:
+    entry = task("mbpp", "m1", [[True]], n_tests=1)
+    d = build_document({**HEADER, "samples": 2}, [entry], PAPER)
+    assert d["tasks"][0]["incomplete"] is True and d["subsets"]["mbpp"]["incomplete_tasks"] == ["m1"]
+    second = {**entry["tests"][0], "sample": 1}
+    d = build_document({**HEADER, "samples": 2}, [{**entry, "tests": [*entry["tests"], second]}], PAPER)
+    assert d["tasks"][0]["incomplete"] is False
+
+
 # --------------------------------------------------------------------------- reading and writing
 def test_write_then_read_round_trips(tmp_path: Path) -> None:
     path = tmp_path / "sub" / "r.json"

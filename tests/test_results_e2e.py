@@ -160,6 +160,18 @@ def test_skipped_tasks_are_listed_apart_from_failures_and_exclusions() -> None:
     assert "smoke: 1 task(s) skipped, not in the metrics: initials" in run["stdout"]
 
 
+@pytest.mark.slow
+def test_a_keyword_that_selects_some_tests_of_a_task_marks_it_incomplete() -> None:
+    run = smoke_run("-k", "clamp_value and (inside or above)")
+    clamp = by_task(run["doc"])["clamp_value"]
+    assert (clamp["n_tests"], clamp["tests_run"], clamp["incomplete"]) == (4, 2, True)
+    assert clamp["test_pass"] == pytest.approx(0.5)  # inside passes, above fails: what ran
+    assert run["doc"]["subsets"]["smoke"]["incomplete_tasks"] == ["clamp_value"]
+    assert "smoke: 1 task(s) ran only part of their tests" in run["stdout"]
+    whole = by_task(smoke_run()["doc"])["clamp_value"]
+    assert (whole["tests_run"], whole["incomplete"]) == (4, False)
+
+
 # --------------------------------------------------------------------------- pass@k
 @pytest.mark.slow
 def test_samples_are_one_task_each_and_give_pass_at_k() -> None:

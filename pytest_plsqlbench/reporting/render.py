@@ -18,6 +18,7 @@ from ..summary import (
     METRIC_LABELS,
     comparability_lines,
     header_line,
+    incomplete_lines,
     overall_lines,
     pass_at_k_lines,
     pct,
@@ -73,7 +74,7 @@ def _task_rows(tasks: Iterable[Mapping[str, Any]]) -> list[list[str]]:
                 t["subset"],
                 t["task_id"],
                 str(t.get("n_turns", 1)),
-                status if t.get("excluded") else pct(t.get("test_pass")),
+                status if t.get("excluded") else pct(t.get("test_pass")) + (" (partial)" if t.get("incomplete") else ""),
                 "" if t.get("excluded") else pct(t.get("suite_pass")),
                 ", ".join(classes),
             ]
@@ -121,7 +122,10 @@ def markdown(document: Mapping[str, Any]) -> str:
     ]
     out += _md_table(["Subset", "Tasks", "Tests", "Samples", *METRIC_LABELS.values()], _subset_rows(subsets))
     notes = (
-        comparability_lines(subsets) + overall_lines(document.get("overall") or {}, subsets) + pass_at_k_lines(subsets)
+        comparability_lines(subsets)
+        + overall_lines(document.get("overall") or {}, subsets)
+        + pass_at_k_lines(subsets)
+        + incomplete_lines(subsets)
     )
     if notes:
         out += ["", *(f"- {line}" for line in notes)]
@@ -229,7 +233,10 @@ def html(document: Mapping[str, Any]) -> str:
         _html_table("subsets", ["Subset", "Tasks", "Tests", "Samples", *METRIC_LABELS.values()], rows)
     )
     notes = (
-        comparability_lines(subsets) + overall_lines(document.get("overall") or {}, subsets) + pass_at_k_lines(subsets)
+        comparability_lines(subsets)
+        + overall_lines(document.get("overall") or {}, subsets)
+        + pass_at_k_lines(subsets)
+        + incomplete_lines(subsets)
     )
     if notes:
         parts.append("<ul>" + "".join(f"<li>{escape(n)}</li>" for n in notes) + "</ul>")
