@@ -208,3 +208,24 @@ def test_neutralised_transaction_control_is_reported_with_the_tests(backend: Pos
     outcome = evaluate_task(backend, task, ["SELECT 1; COMMIT;"]).outcomes[0]
     assert outcome.passed
     assert "ignored transaction control" in outcome.extra.get("notes", "")
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        # Without the guard, this makes every IS DISTINCT FROM on numeric[] say "equal".
+        "CREATE FUNCTION answers.always_eq(a numeric[], b numeric[]) RETURNS boolean LANGUAGE sql AS 'SELECT true';\n"
+        "CREATE OPERATOR answers.= (LEFTARG = numeric[], RIGHTARG = numeric[], FUNCTION = answers.always_eq);",
+        # An exact-type cardinality() would win over pg_catalog's polymorphic one in the tests.
+        "CREATE FUNCTION cardinality(a numeric[]) RETURNS int LANGUAGE sql AS 'SELECT 0';",
+    ],
+    ids=["operator", "shadowed-builtin"],
+)
+def test_answers_cannot_redefine_what_tests_compare_with(backend: PostgresBackend, answer: str) -> None:
+    script = "DO $$ BEGIN IF ARRAY[1]::numeric[] IS DISTINCT FROM ARRAY[2]::numeric[] AND cardinality(ARRAY[1,2]::numeric[]) = 2 THEN RAISE NOTICE 'honest'; END IF; END $$;"
+    task = one_test_task(script, ("honest",))
+    outcome = evaluate_task(backend, task, [answer]).outcomes[0]
+    assert (outcome.failure_class, outcome.error_code) == ("unsafe", "42501"), outcome.message
+    # Under the same rules, a helper with its own name is fine.
+    ok = evaluate_task(backend, task, ["CREATE FUNCTION my_helper(a numeric[]) RETURNS int LANGUAGE sql AS 'SELECT 1';"])
+    assert ok.passed

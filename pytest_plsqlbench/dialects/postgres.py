@@ -114,6 +114,46 @@ def _dsn_with(dsn: str, **params: str) -> str:
     return psycopg.conninfo.make_conninfo(dsn, **params)
 
 
+#: Event triggers (superuser-owned, so they bind the candidate whatever the safety check says):
+#: tests compare results with ``=``/``IS DISTINCT FROM`` and call built-ins unqualified, and
+#: PostgreSQL prefers an exact-type operator or function in any schema on the search path over
+#: pg_catalog's polymorphic one. An answer must not redefine those: no operators or casts, and
+#: no function or procedure named like a built-in function.
+_GUARD_SQL = (
+    """CREATE FUNCTION public.plsqlbench_guard_start() RETURNS event_trigger LANGUAGE plpgsql AS $g$
+BEGIN
+  IF session_user = {role} THEN
+    RAISE EXCEPTION 'answers may not create operators or casts (%): tests compare with the built-in ones', tg_tag
+      USING ERRCODE = '42501';
+  END IF;
+END $g$""",
+    """CREATE EVENT TRIGGER plsqlbench_guard_start ON ddl_command_start
+WHEN TAG IN ('CREATE OPERATOR', 'CREATE OPERATOR CLASS', 'CREATE OPERATOR FAMILY', 'ALTER OPERATOR',
+             'CREATE CAST', 'CREATE CONVERSION')
+EXECUTE FUNCTION public.plsqlbench_guard_start()""",
+    """CREATE FUNCTION public.plsqlbench_guard_end() RETURNS event_trigger LANGUAGE plpgsql AS $g$
+DECLARE
+  shadow text;
+BEGIN
+  IF session_user <> {role} THEN
+    RETURN;
+  END IF;
+  SELECT p.proname INTO shadow
+    FROM pg_event_trigger_ddl_commands() c JOIN pg_proc p ON p.oid = c.objid
+   WHERE c.classid = 'pg_proc'::regclass
+     AND EXISTS (SELECT 1 FROM pg_proc b WHERE b.pronamespace = 'pg_catalog'::regnamespace AND b.proname = p.proname)
+   LIMIT 1;
+  IF shadow IS NOT NULL THEN
+    RAISE EXCEPTION 'answers may not define a routine named like the built-in function %', shadow
+      USING ERRCODE = '42501';
+  END IF;
+END $g$""",
+    """CREATE EVENT TRIGGER plsqlbench_guard_end ON ddl_command_end
+WHEN TAG IN ('CREATE FUNCTION', 'CREATE PROCEDURE', 'CREATE AGGREGATE', 'ALTER FUNCTION', 'ALTER ROUTINE')
+EXECUTE FUNCTION public.plsqlbench_guard_end()""",
+)
+
+
 def _one_line(exc: BaseException) -> str:
     text = str(exc).strip()
     return text.splitlines()[0] if text else type(exc).__name__
@@ -559,6 +599,7 @@ class PostgresBackend(Backend):
         assert self.admin is not None
         role = pgsql.Identifier(self.role)
         steps = [pgsql.SQL("ALTER ROLE {} SET temp_file_limit = {}").format(role, pgsql.Literal(TEMP_FILE_LIMIT))]
+        steps += [pgsql.SQL(sql).format(role=pgsql.Literal(self.role)) for sql in _GUARD_SQL]
         for (proc,) in self.admin.execute(
             "SELECT p.oid::regprocedure::text FROM pg_proc p WHERE p.pronamespace = 'pg_catalog'::regnamespace "
             "AND p.proname = ANY(%s)", (list(_REVOKED_FUNCTIONS),)
