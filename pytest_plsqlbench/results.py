@@ -57,6 +57,8 @@ RUN_IDENTITY = (
     "dialect",
     "database",
     "model",
+    "model_resolved",
+    "answers_digest",
     "temperature",
     "max_tokens",
     "samples",
@@ -97,6 +99,9 @@ class ResultsCollector:
         self.env: dict[str, Any] = {}
         self.started = dt.datetime.now(dt.UTC)
         self._document: dict[str, Any] | None = None
+        #: ``--plsql-answers FILE``: its digest when the run starts (the workers read it then), so
+        #: two parts scored from different files of the same name are told apart.
+        self.answers_digest = answers_digest(settings.answers) if settings.answers is not None else None
 
     # ----------------------------------------------------------------- hooks
     @pytest.hookimpl(tryfirst=True)  # before junitxml, so the testcase gets our name and properties
@@ -219,6 +224,7 @@ class ResultsCollector:
             "markexpr": self.config.getoption("markexpr", "") or None,
             "subsets": list(s.subsets),
             "data_revisions": data_revisions(s, tasks),
+            **({"answers_digest": self.answers_digest} if s.answers is not None else {}),
             "started": self.started.isoformat(timespec="seconds"),
             "finished": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         }
@@ -235,6 +241,18 @@ class ResultsCollector:
 
 
 # --------------------------------------------------------------------------- data revisions
+def answers_digest(path: Path) -> str | None:
+    """``sha256:`` + 16 hex digits of an answers file (None if it cannot be read)."""
+    digest = hashlib.sha256()
+    try:
+        with Path(path).open("rb") as handle:
+            for chunk in iter(lambda: handle.read(1 << 20), b""):
+                digest.update(chunk)
+    except OSError:
+        return None
+    return "sha256:" + digest.hexdigest()[:16]
+
+
 def data_revisions(settings: Settings, tasks: Iterable[Mapping[str, Any]] = ()) -> dict[str, str]:
     """subset -> the data revision: what its loader reports, else a digest of its manifest files.
 

@@ -128,6 +128,9 @@ def test_merge_of_in_memory_parts_equals_the_whole() -> None:
         ({"data_revisions": {"s": "r2"}}, "data revision of s: x has r1; y has r2"),
         ({"plugin_version": "0.2.0"}, "plugin_version"),
         ({"database_version": "PostgreSQL 17.2"}, "database_version"),
+        # The same alias resolved to another model, or another answers file of the same name.
+        ({"model_resolved": "anthropic/claude-sonnet-4-6"}, "model_resolved: x has None"),
+        ({"answers_digest": "sha256:0123456789abcdef"}, "answers_digest"),
     ],
 )
 def test_parts_of_different_runs_are_refused_with_one_message(change: dict[str, Any], message: str) -> None:
@@ -136,6 +139,23 @@ def test_parts_of_different_runs_are_refused_with_one_message(change: dict[str, 
     with pytest.raises(MergeError) as info:
         merge_documents([("x", a), ("y", b)])
     assert "not parts of one run" in str(info.value) and message in str(info.value)
+
+
+def test_data_revisions_must_agree_even_for_a_subset_no_part_scored() -> None:
+    a = _doc([_task("a", [True])], "1/2", subsets=["s", "t"], data_revisions={"s": "r1", "t": "m1"})
+    b = _doc([_task("b", [True])], "2/2", subsets=["s", "t"], data_revisions={"s": "r1", "t": "m2"})
+    with pytest.raises(MergeError, match="data revision of t: x has m1; y has m2"):
+        merge_documents([("x", a), ("y", b)])
+
+
+def test_the_merged_revision_is_the_one_of_the_parts_that_read_the_data() -> None:
+    """A -k split by subset: the part without tasks of s has only a fallback revision for it."""
+    revs = {"s": "read-s", "t": "fallback-t"}
+    a = _doc([_task("a", [True])], subsets=["s", "t"], data_revisions=revs)
+    b = _doc([_task("c", [True], subset="t")], subsets=["s", "t"], data_revisions={"s": "fallback-s", "t": "read-t"})
+    for parts in ([("x", a), ("y", b)], [("y", b), ("x", a)]):
+        merged = merge_documents(parts)
+        assert merged["header"]["data_revisions"] == {"s": "read-s", "t": "read-t"}
 
 
 def test_overlapping_tasks_are_refused() -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import hashlib
 import json
 import random
 from pathlib import Path
@@ -11,12 +12,17 @@ from typing import Any
 import pytest
 
 from pytest_plsqlbench.cli import main
-from pytest_plsqlbench.manifests import load_manifest
+from pytest_plsqlbench.loaders import mbpp as mbpp_loader
+from pytest_plsqlbench.manifests import discover, load_manifest
+from pytest_plsqlbench.settings import Settings
 from pytest_plsqlbench.results import (
     RESULTS_FORMAT,
     RESULTS_VERSION,
+    RUN_IDENTITY,
+    ResultsCollector,
     ResultsFormatError,
     build_document,
+    data_revisions,
     manifest_digest,
     read_document,
     write_document,
@@ -289,6 +295,54 @@ def test_manifest_digest_covers_the_task_folder(tmp_path: Path) -> None:
     assert first == manifest_digest(load_manifest(tmp_path / "mine.yaml")) and first.startswith("sha256:")
     (tmp_path / "mine" / "a.yaml").write_text("id: a\nprompt: changed\n")
     assert manifest_digest(load_manifest(tmp_path / "mine.yaml")) != first
+
+
+def test_converted_mbpp_tasks_report_the_sha256_of_the_input_they_read(tmp_path: Path) -> None:
+    rows = [
+        {
+            "task_id": "Mbpp/901",
+            "prompt": '"""\nWrite a function that adds 1.\n"""',
+            "entry_point": "add_1",
+            "canonical_solution": "def add_1(x):\n    return x + 1\n",
+            "base_input": [[1], [2]],
+            "plus_input": [[3]],
+            "atol": 0,
+            "assertion": "assert add_1(1) == 2\n",
+        }
+    ]
+    src = tmp_path / "MbppPlus.jsonl"
+    src.write_text(json.dumps(rows[0]) + "\n")
+    settings = Settings(subsets=("mbpp-plus",), data_cache=tmp_path / "cache", sources={"mbppplus": src})
+    manifest = discover()["mbpp-plus"]
+
+    def load() -> list[Any]:
+        return mbpp_loader.pytest_plsql_load_subset(config=None, manifest=manifest, settings=settings)
+
+    want = "sha256:" + hashlib.sha256(src.read_bytes()).hexdigest()[:16]
+    tasks = load()
+    assert {t.metadata["data_revision"] for t in tasks} == {want}
+    assert {t.metadata["data_revision"] for t in load()} == {want}  # read back from the cache
+    entries = [{"subset": t.subset, "metadata": dict(t.metadata)} for t in tasks]
+    # The header names it, not the manifest's pinned checksum (which this local copy does not match).
+    assert data_revisions(settings, entries)["mbpp-plus"] == want
+
+
+def test_header_carries_the_answers_files_digest(tmp_path: Path) -> None:
+    class Config:
+        def getoption(self, name: str, default: Any = None) -> Any:
+            return default
+
+    digests = []
+    for folder, text in [("one", '{"task_id": "a", "answer": "x"}\n'), ("two", '{"task_id": "a", "answer": "y"}\n')]:
+        path = tmp_path / folder / "answers.jsonl"
+        path.parent.mkdir()
+        path.write_text(text)
+        settings = Settings(subsets=("smoke",), answers=path)
+        header = ResultsCollector(Config(), settings).header()  # type: ignore[arg-type]
+        assert header["model"] == "answers:answers.jsonl"
+        digests.append(header["answers_digest"])
+    assert digests[0] != digests[1] and all(d.startswith("sha256:") for d in digests)
+    assert "answers_digest" in RUN_IDENTITY
 
 
 # --------------------------------------------------------------------------- the summary

@@ -98,9 +98,9 @@ def test_collect_only_lists_every_sample_test_with_markers(
     result.stdout.fnmatch_lines(
         [
             "*PLSQLBench data report*",
-            "spider2-st (oracle, data local:plsqlbench-sample): 15 task(s) in the data",
+            "spider2-st (oracle, data sha256:*): 15 task(s) in the data",
             "  runnable: 5 (0 with data, 5 on empty tables)",
-            "spider (oracle, data local:plsqlbench-sample): 22 task(s) in the data",
+            "spider (oracle, data sha256:*): 22 task(s) in the data",
             "  not runnable (22): schema CRE_DOC_TEMPLATE_MGT not in the data (schema/spider/spider_ddl.jsonl)*",
         ]
     )

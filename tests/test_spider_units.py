@@ -4,6 +4,7 @@ transpilation, the PL/SQL -> PL/pgSQL reference translation, prompts and compara
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -11,7 +12,9 @@ import pytest
 from pytest_plsqlbench.comparators import column_orders, compare_rows, compare_rows_lenient
 from pytest_plsqlbench.errors import DataError
 from pytest_plsqlbench.spider import release
-from pytest_plsqlbench.spider.build import gold_shape
+from pytest_plsqlbench.manifests import load_manifest
+from pytest_plsqlbench.settings import Settings
+from pytest_plsqlbench.spider.build import gold_shape, load
 from pytest_plsqlbench.spider.plpgsql import TranslateError, translate_block, translate_reference
 from pytest_plsqlbench.spider.prompts import natural_question, postgres_prompt
 from pytest_plsqlbench.spider.schema import Catalog, insert_to_postgres, pg_ident
@@ -103,7 +106,36 @@ def test_data_revision(tmp_path: Path) -> None:
     archive = tmp_path / "plsqlbench-8b0d31dc61539bae28f6bf3306ab23b8132567cf"
     archive.mkdir()
     assert release.data_revision(archive) == "8b0d31dc6153"
-    assert release.data_revision(tmp_path) == f"local:{tmp_path.name}"
+
+
+def test_a_local_copy_is_identified_by_a_digest_of_the_files_read(tmp_path: Path) -> None:
+    one, two = tmp_path / "data", tmp_path / "other-name"
+    for root in (one, two):
+        (root / "datasets").mkdir(parents=True)
+        (root / "datasets" / "a.jsonl").write_text('{"instance_id": "x"}\n')
+    rev = release.data_revision(one, [one / "datasets" / "a.jsonl"])
+    assert rev.startswith("sha256:") and len(rev) == len("sha256:") + 16 and "local:" not in rev
+    # The same content in another folder is the same data; other content is not.
+    assert release.data_revision(two, [two / "datasets" / "a.jsonl"]) == rev
+    (two / "datasets" / "a.jsonl").write_text('{"instance_id": "y"}\n')
+    assert release.data_revision(two, [two / "datasets" / "a.jsonl"]) != rev
+
+
+def test_loaded_tasks_report_the_digest_of_the_data_they_read(tmp_path: Path, plsqlbench_sample: Path) -> None:
+    copy = tmp_path / "copy"
+    shutil.copytree(plsqlbench_sample, copy)
+    manifest = load_manifest(Path(__file__).parent.parent / "tasks" / "spider2-st.yaml")
+    settings = Settings(subsets=("spider2-st",), dialect="oracle", data_cache=tmp_path / "cache")
+
+    def revisions(root: Path) -> set[str]:
+        tasks, _ = load(manifest, settings, root)
+        return {str(t.metadata["data_revision"]) for t in tasks}
+
+    first = revisions(copy)
+    assert len(first) == 1 and next(iter(first)).startswith("sha256:")
+    dataset = copy / release.SPIDER2_ST
+    dataset.write_text(dataset.read_text() + "\n")  # the same tasks, but not the same bytes
+    assert revisions(copy) != first
 
 
 # --------------------------------------------------------------------------- transpilation

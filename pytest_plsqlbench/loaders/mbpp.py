@@ -8,10 +8,15 @@ input's sha256, the converter version and a fingerprint of the converter's code,
 dialect and the assertion mode. Conversion runs under a file lock so concurrent xdist
 workers convert once; one conversion writes every dialect and assertion mode at once (the
 expensive part, running MBPP+'s canonical solutions, is shared), each file atomically.
+
+Every task carries the input's sha256 as ``metadata["data_revision"]`` (``sha256:`` + 16 hex
+digits), so the results header names the bytes the run actually read -- not the manifest's pinned
+checksum, which a ``--plsql-source`` copy need not match.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import logging
@@ -94,9 +99,10 @@ def load_converted(
     cache_dir.mkdir(parents=True, exist_ok=True)
     digest = datasources.sha256_file(path)
     wanted = cache_dir / cache_name(source, digest, dialect, assertions, subset)
+    revision = data_revision(digest)
     with FileLock(str(cache_dir / f"{subset}-{source}-{digest[:16]}.lock")):
         if wanted.exists():
-            return _read(wanted)
+            return _with_revision(_read(wanted), revision)
         log.info("converting %s (%s) for subset %s; cached in %s", path, source, subset, cache_dir)
         typed_by_mode: dict[str, Any] = {}
         for mode in ASSERTION_MODES:
@@ -115,7 +121,16 @@ def load_converted(
                 if d == dialect and mode == assertions:
                     for line in result.summary_lines():
                         log.info("%s (%s, %s): %s", subset, d, mode, line)
-        return _read(wanted)
+        return _with_revision(_read(wanted), revision)
+
+
+def data_revision(digest: str) -> str:
+    """The revision tasks report for an input with this sha256 (hex)."""
+    return f"sha256:{digest[:16]}"
+
+
+def _with_revision(tasks: list[Task], revision: str) -> list[Task]:
+    return [dataclasses.replace(t, metadata={**t.metadata, "data_revision": revision}) for t in tasks]
 
 
 def _summary(result: Any) -> dict[str, Any]:

@@ -1,11 +1,13 @@
-"""Combining the results of shards (``--plsql-shard I/N``, ``-k`` splits, CI matrix jobs) into one.
+"""Combining the results of shards (``--plsql-shard I/N``, ``-k`` splits by task, CI matrix jobs) into one.
 
 The merged document is rebuilt from the task entries with the same function that builds a
 run's own document (:func:`pytest_plsqlbench.results.build_document`), so its aggregates --
 means, confidence intervals, pass@k, failure counts -- equal those of the unsharded run.
 
-Parts must come from one run configuration: the same plugin version, model, dialect, database,
-generation and scoring settings, subsets and data revisions, and no task may appear twice.
+Parts must come from one run configuration: the same plugin version, model (and the model an
+alias resolved to, or the digest of the answers file), dialect, database, generation and scoring
+settings, subsets and data revisions, and no task may appear twice -- so a ``-k`` split must cut
+between tasks; one that splits a task's tests between parts is refused as an overlap.
 """
 
 from __future__ import annotations
@@ -32,18 +34,32 @@ def _differences(parts: Sequence[tuple[str, Mapping[str, Any]]]) -> list[str]:
     versions = {name: h.get("database_version") for name, h in headers if h.get("database_version")}
     if len(set(versions.values())) > 1:
         problems.append("database_version: " + "; ".join(f"{n} has {v!r}" for n, v in versions.items()))
-    subsets = {s for _, doc in parts for s in doc.get("subsets") or {}}
-    for subset in sorted(subsets):
-        revs = {
-            name: (h.get("data_revisions") or {}).get(subset)
-            for (name, h), (_, doc) in zip(headers, parts)
-            if subset in (doc.get("subsets") or {}) and (h.get("data_revisions") or {}).get(subset)
-        }
+    for subset in sorted({k for _, h in headers for k in h.get("data_revisions") or {}}):
+        revs = _revisions(parts, subset)
         if len(set(revs.values())) > 1:
             problems.append(
                 f"data revision of {subset}: " + "; ".join(f"{n} has {v}" for n, v in revs.items())
             )
     return problems
+
+
+def _revisions(parts: Sequence[tuple[str, Mapping[str, Any]]], subset: str) -> dict[str, str]:
+    """part -> its data revision of ``subset``, from the parts that scored tasks of it.
+
+    A part without tasks of the subset (a ``-k`` split by subset) never had a loader report what
+    it read; its header holds the manifest digest instead, so it is compared only when no part
+    scored the subset.
+    """
+    revs: dict[str, str] = {}
+    scored: dict[str, str] = {}
+    for name, doc in parts:
+        rev = (doc["header"].get("data_revisions") or {}).get(subset)
+        if not rev:
+            continue
+        revs[name] = str(rev)
+        if any(t["subset"] == subset for t in doc["tasks"]):
+            scored[name] = str(rev)
+    return scored or revs
 
 
 def _shards(parts: Sequence[tuple[str, Mapping[str, Any]]], allow_partial: bool) -> list[str]:
@@ -103,7 +119,11 @@ def merge_documents(
         database_version=next(
             (h.get("database_version") for h in headers if h.get("database_version")), None
         ),
-        data_revisions={k: v for h in headers for k, v in (h.get("data_revisions") or {}).items()},
+        # Checked above to agree among the parts that read the data (never "the last part's").
+        data_revisions={
+            subset: next(iter(_revisions(parts, subset).values()))
+            for subset in dict.fromkeys(k for h in headers for k in h.get("data_revisions") or {})
+        },
         started=min(str(h.get("started") or "") for h in headers) or None,
         finished=max(str(h.get("finished") or "") for h in headers) or None,
         merged_from=[

@@ -40,6 +40,12 @@ from .transpile import TranspileError, to_postgres
 log = logging.getLogger(__name__)
 
 FAMILY = {"spider": "spider", "spider2-st": "spider2", "spider2-mt": "spider2"}
+#: The task files each loader reads (besides its family's schema files).
+DATA_FILES = {
+    "spider": (release.SPIDER1,),
+    "spider2-st": (release.SPIDER2_ST, release.META_ST),
+    "spider2-mt": (release.SPIDER2_MT, release.META_MT),
+}
 DIFFICULTY_ORDER = ("simple", "intermediate", "advanced")
 CONSTRUCT_KEYS = ("constructs", "plsql_constructs", "required_constructs")
 _CREATE_UNIT = re.compile(
@@ -131,8 +137,10 @@ def gold_shape(gold: str) -> tuple[bool, int | None]:
 class _Schema:
     """Per-load view of the catalog: fixtures, prompts and availability for a task's tables."""
 
-    def __init__(self, catalog: Catalog, settings: Settings, notes: LoadNotes, prompt_scope: str) -> None:
-        self.revision = release.data_revision(notes.root)
+    def __init__(
+        self, catalog: Catalog, settings: Settings, notes: LoadNotes, prompt_scope: str, revision: str
+    ) -> None:
+        self.revision = revision
         self.catalog = catalog
         self.settings = settings
         self.notes = notes
@@ -199,7 +207,10 @@ def load(manifest: Manifest, settings: Settings, root: Path) -> tuple[list[Task]
     scope = str(manifest.options.get("schema_prompt", "tables"))
     if scope not in ("tables", "owner"):
         raise DataError(f"{manifest.path}: options.schema_prompt must be 'tables' or 'owner', not {scope!r}")
-    schema = _Schema(catalog, settings, notes, scope)
+    # The revision: the release commit, or a digest of every file this subset reads.
+    read = [root / rel for rel in DATA_FILES[loader] if (root / rel).is_file()]
+    revision = release.data_revision(root, [*read, *catalog.ddl_files, *catalog.dml_files])
+    schema = _Schema(catalog, settings, notes, scope, revision)
     if loader == "spider":
         tasks = _spider(manifest, settings, root, schema)
     elif loader == "spider2-st":

@@ -7,12 +7,13 @@ the release works for what it holds: optional files that are absent read as empt
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterable, Iterator
 
 from ..errors import DataError
 
@@ -126,8 +127,10 @@ def spider2_schema_files(root: Path, kind: str) -> list[Path]:
     return [root / d / name for d in SPIDER2_SCHEMA_DIRS if (root / d / name).is_file()]
 
 
-def data_revision(root: Path) -> str:
-    """The release commit when it can be told (a git clone, a GitHub archive), else the folder."""
+def data_revision(root: Path, files: Iterable[Path] = ()) -> str:
+    """The release commit when it can be told (a git clone, a GitHub archive of a pinned commit);
+    else a digest of the ``files`` read (:func:`files_digest`), so two copies with different
+    content never share a revision, whatever their folders are called."""
     head = root / ".git" / "HEAD"
     try:
         ref = head.read_text().strip()
@@ -146,7 +149,22 @@ def data_revision(root: Path) -> str:
     m = re.search(r"plsqlbench-([0-9a-f]{40})$", root.name)
     if m:
         return m.group(1)[:12]
-    return f"local:{root.name}"
+    return files_digest(root, files)
+
+
+def files_digest(root: Path, files: Iterable[Path]) -> str:
+    """``sha256:`` + 16 hex digits over the files' paths (relative to ``root``) and contents."""
+    digest = hashlib.sha256()
+    for path in sorted(set(files)):
+        try:
+            name = path.relative_to(root).as_posix()
+        except ValueError:
+            name = path.name
+        digest.update(f"{name}\0{path.stat().st_size}\0".encode())
+        with path.open("rb") as handle:
+            for chunk in iter(lambda: handle.read(1 << 20), b""):
+                digest.update(chunk)
+    return "sha256:" + digest.hexdigest()[:16]
 
 
 def metadata_by_id(root: Path, rel: str) -> dict[str, dict[str, Any]]:
