@@ -14,7 +14,6 @@ import pytest
 from pytest_plsqlbench.cli import main
 from pytest_plsqlbench.loaders import mbpp as mbpp_loader
 from pytest_plsqlbench.manifests import discover, load_manifest
-from pytest_plsqlbench.settings import Settings
 from pytest_plsqlbench.results import (
     RESULTS_FORMAT,
     RESULTS_VERSION,
@@ -27,6 +26,7 @@ from pytest_plsqlbench.results import (
     read_document,
     write_document,
 )
+from pytest_plsqlbench.settings import Settings
 from pytest_plsqlbench.summary import summary_lines
 
 HEADER = {

@@ -11,9 +11,9 @@ import pytest
 
 from pytest_plsqlbench.comparators import column_orders, compare_rows, compare_rows_lenient
 from pytest_plsqlbench.errors import DataError
-from pytest_plsqlbench.spider import release
 from pytest_plsqlbench.manifests import load_manifest
 from pytest_plsqlbench.settings import Settings
+from pytest_plsqlbench.spider import release
 from pytest_plsqlbench.spider.build import gold_shape, load
 from pytest_plsqlbench.spider.plpgsql import TranslateError, translate_block, translate_reference
 from pytest_plsqlbench.spider.prompts import natural_question, postgres_prompt

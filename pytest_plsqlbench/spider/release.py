@@ -11,9 +11,10 @@ import hashlib
 import json
 import logging
 import re
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import Any
 
 from ..errors import DataError
 
