@@ -95,7 +95,7 @@ class ResultsCollector:
         self.settings = settings
         self.records: dict[str, dict[str, Any]] = {}
         self.task_info: dict[tuple[str, str], dict[str, Any]] = {}
-        self.answers: dict[tuple[str, str], list[dict[str, Any]]] = {}
+        self.answers: dict[tuple[str, str], dict[tuple[int, int], dict[str, Any]]] = {}
         self.env: dict[str, Any] = {}
         self.started = dt.datetime.now(dt.UTC)
         self._document: dict[str, Any] | None = None
@@ -137,7 +137,9 @@ class ResultsCollector:
             if "task" in rec:
                 self.task_info[key] = rec["task"]
             if "answer" in rec:
-                self.answers.setdefault(key, []).append(rec["answer"])
+                # Keyed by (sample, turn): a rerun after a worker crash reports the answer again.
+                ans = rec["answer"]
+                self.answers.setdefault(key, {})[(int(ans.get("sample") or 0), int(ans.get("turn") or 1))] = ans
             if "env" in rec:
                 self.env.update(rec["env"])
         if parse_nodeid(report.nodeid) is not None:
@@ -170,10 +172,7 @@ class ResultsCollector:
                     "entry_points": info.get("entry_points", []),
                     "metadata": info.get("metadata", {}),
                     "markers": info.get("markers", []),
-                    "answers": sorted(
-                        self.answers.get((subset, task_id), []),
-                        key=lambda a: (int(a.get("sample") or 0), int(a.get("turn", 1))),
-                    ),
+                    "answers": unique_answers(self.answers.get((subset, task_id), {}).values()),
                     "tests": [_test_entry(r) for r in recs],
                 }
             )
@@ -325,7 +324,8 @@ def build_document(
         test_counts[entry["subset"]].update(failed_tests(tests))
         unit_counts[entry["subset"]].update(unit_failures(tests))
         units[entry["subset"]] += _judged_units(tests)
-        usage[entry["subset"]].extend(entry.get("answers", []))
+        answers = unique_answers(entry.get("answers", []))
+        usage[entry["subset"]].extend(answers)
         per_sample = [
             {
                 "sample": s.sample,
@@ -340,6 +340,7 @@ def build_document(
         out_tasks.append(
             {
                 **entry,
+                "answers": [dict(a) for a in answers],
                 **result.as_dict(),
                 "incomplete": result.incomplete,
                 "tests_run": ran,
@@ -468,40 +469,93 @@ def split_overall(subsets: Mapping[str, Mapping[str, Any]]) -> dict[str, dict[st
     return out
 
 
+def _number(value: Any) -> float | None:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
 def usage_totals(answers: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
-    """Answers, tokens and cost where the answer source reported them (reference answers do not)."""
+    """Answers, tokens, cost and latency, summed from answer records: the one implementation.
+
+    The end-of-run usage line (:func:`pytest_plsqlbench.summary.usage_line`) renders these
+    totals. Answers reused from an earlier run's cache (``usage.cached``) were paid for then:
+    their tokens and cost are kept apart (``cached_*``), never counted as this run's. Status:
+    ``generated`` (asked this run), ``cached``, ``failed`` (provider error), ``not_generated``;
+    answers from elsewhere (reference, an answers file) are counted by source only. Latency is
+    over answers generated this run.
+    """
     out: dict[str, Any] = {
         "answers": 0,
         "by_source": {},
         "by_status": {},
+        "generated": 0,
+        "cached": 0,
+        "failed": 0,
+        "not_generated": 0,
         "prompt_tokens": 0,
         "completion_tokens": 0,
+        "cached_prompt_tokens": 0,
+        "cached_completion_tokens": 0,
         "cost_usd": 0.0,
         "cached_cost_usd": 0.0,
         "cost_known": 0,
+        "cost_unknown": 0,
+        "latency_mean_s": None,
+        "latency_p95_s": None,
         "models": [],
     }
     models: dict[str, None] = {}
     by_source: Counter[str] = Counter()
     by_status: Counter[str] = Counter()
+    latencies: list[float] = []
     for ans in answers:
         out["answers"] += 1
+        status = str(ans.get("status") or "?")
         by_source[str(ans.get("source") or "?")] += 1
-        by_status[str(ans.get("status") or "?")] += 1
+        by_status[status] += 1
         use = ans.get("usage") or {}
+        cached = bool(use.get("cached"))
+        from_model = bool(use.get("model")) or any(
+            _number(use.get(k)) is not None for k in ("prompt_tokens", "completion_tokens", "cost_usd")
+        )
         if use.get("model"):
             models[str(use["model"])] = None
+        if status == "not_generated":
+            out["not_generated"] += 1
+        elif status == "error":
+            out["failed"] += 1
+        elif from_model:
+            out["cached" if cached else "generated"] += 1
         for name in ("prompt_tokens", "completion_tokens"):
-            if isinstance(use.get(name), (int, float)):
-                out[name] += int(use[name])
-        cost = use.get("cost_usd")
-        if isinstance(cost, (int, float)) and not isinstance(cost, bool):
+            out[f"cached_{name}" if cached else name] += int(_number(use.get(name)) or 0)
+        cost = _number(use.get("cost_usd"))
+        if cost is not None:
             out["cost_known"] += 1
-            out["cached_cost_usd" if use.get("cached") else "cost_usd"] += float(cost)
+            out["cached_cost_usd" if cached else "cost_usd"] += cost
+        elif from_model and status == "ok":
+            out["cost_unknown"] += 1
+        latency = _number(use.get("latency_s"))
+        if latency is not None and not cached and status == "ok":
+            latencies.append(latency)
+    if latencies:
+        ordered = sorted(latencies)
+        out["latency_mean_s"] = sum(ordered) / len(ordered)
+        out["latency_p95_s"] = ordered[min(len(ordered) - 1, max(0, round(0.95 * (len(ordered) - 1))))]
     out["by_source"] = dict(sorted(by_source.items()))
     out["by_status"] = dict(sorted(by_status.items()))
     out["models"] = list(models)
     return out
+
+
+def unique_answers(answers: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """One answer per (sample, turn), the last recorded winning, sorted.
+
+    A task whose xdist worker crashed reruns in a fresh worker, which reports the task's answers
+    again; they are the same answers (the same cache entries) and count once.
+    """
+    keyed: dict[tuple[int, int], Mapping[str, Any]] = {}
+    for ans in answers:
+        keyed[(int(ans.get("sample") or 0), int(ans.get("turn") or 1))] = ans
+    return [keyed[k] for k in sorted(keyed)]
 
 
 # --------------------------------------------------------------------------- reading and writing

@@ -184,18 +184,42 @@ def pass_at_k_lines(subsets: Mapping[str, Mapping[str, Any]]) -> list[str]:
 
 
 def usage_line(usage: Mapping[str, Any]) -> str | None:
-    tokens = (usage.get("prompt_tokens") or 0) + (usage.get("completion_tokens") or 0)
-    if not tokens and not usage.get("cost_known"):
+    """The end-of-run usage line -- the only one -- from ``results.usage_totals``; None when no
+    answer came from a model (reference answers, an answers file without usage).
+
+    ``generation (openai/gpt-5.4): 40 answers: 28 generated, 12 cached, 0 failed; tokens 12,345 in /
+    6,789 out; cached answers: 4,000 in / 900 out, not this run's; cost $0.1234 (+$0.0456 paid earlier
+    for cached answers); latency mean 2.10s p95 4.30s``
+    """
+    models = usage.get("models") or []
+    counted = ("generated", "cached", "failed")
+    tokens = sum(usage.get(k) or 0 for k in ("prompt_tokens", "completion_tokens"))
+    if not models and not tokens and not usage.get("cost_known") and not any(usage.get(k) for k in counted):
         return None
-    line = f"tokens {usage.get('prompt_tokens', 0):,} in / {usage.get('completion_tokens', 0):,} out"
+    head = (
+        f"generation ({', '.join(models) or 'no model'}): {usage.get('answers', 0)} answers: "
+        f"{usage.get('generated', 0)} generated, {usage.get('cached', 0)} cached, {usage.get('failed', 0)} failed"
+    )
+    if usage.get("not_generated"):
+        head += f", {usage['not_generated']} not generated"
+    parts = [head, f"tokens {usage.get('prompt_tokens', 0):,} in / {usage.get('completion_tokens', 0):,} out"]
+    if usage.get("cached_prompt_tokens") or usage.get("cached_completion_tokens"):
+        parts.append(
+            f"cached answers: {usage.get('cached_prompt_tokens', 0):,} in / "
+            f"{usage.get('cached_completion_tokens', 0):,} out, not this run's"
+        )
     if usage.get("cost_known"):
-        line += f"; cost ${usage.get('cost_usd', 0.0):.4f}"
+        cost = f"cost ${usage.get('cost_usd', 0.0):.4f}"
         if usage.get("cached_cost_usd"):
-            line += f" (+${usage['cached_cost_usd']:.4f} paid earlier for cached answers)"
-        unknown = (usage.get("answers") or 0) - usage["cost_known"]
-        if unknown > 0:
-            line += f", unknown for {unknown} answer(s)"
-    return line
+            cost += f" (+${usage['cached_cost_usd']:.4f} paid earlier for cached answers)"
+        if usage.get("cost_unknown"):
+            cost += f", unknown for {usage['cost_unknown']} answer(s)"
+        parts.append(cost)
+    elif usage.get("cost_unknown"):
+        parts.append(f"cost unknown for {usage['cost_unknown']} answer(s)")
+    if usage.get("latency_mean_s") is not None:
+        parts.append(f"latency mean {usage['latency_mean_s']:.2f}s p95 {usage['latency_p95_s']:.2f}s")
+    return "; ".join(parts)
 
 
 def excluded_lines(subsets: Mapping[str, Mapping[str, Any]], limit: int = 10) -> list[str]:

@@ -7,6 +7,7 @@ import hashlib
 import json
 import random
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -24,10 +25,11 @@ from pytest_plsqlbench.results import (
     data_revisions,
     manifest_digest,
     read_document,
+    usage_totals,
     write_document,
 )
 from pytest_plsqlbench.settings import Settings
-from pytest_plsqlbench.summary import summary_lines
+from pytest_plsqlbench.summary import summary_lines, usage_line
 
 HEADER = {
     "plugin_version": "0.1.0",
@@ -343,6 +345,67 @@ def test_header_carries_the_answers_files_digest(tmp_path: Path) -> None:
         digests.append(header["answers_digest"])
     assert digests[0] != digests[1] and all(d.startswith("sha256:") for d in digests)
     assert "answers_digest" in RUN_IDENTITY
+
+
+# --------------------------------------------------------------------------- usage
+GENERATED = {"model": "openai/gpt-5.4", "prompt_tokens": 1000, "completion_tokens": 500, "cost_usd": 0.01,
+             "latency_s": 2.0, "status": "ok", "cached": False}
+CACHED = {**GENERATED, "prompt_tokens": 7000, "completion_tokens": 3000, "cost_usd": 0.02, "cached": True}
+FAILED = {"model": "openai/gpt-5.4", "attempts": 6, "status": "error", "cached": False}
+UNPRICED = {"model": "openai/gpt-5.4", "prompt_tokens": 10, "completion_tokens": 5, "cost_usd": None,
+            "latency_s": 4.0, "status": "ok", "cached": False}
+
+
+def _answers(*usages: dict[str, Any], status: str = "ok") -> list[dict[str, Any]]:
+    return [
+        {"turn": 1, "sample": n, "status": u.get("status", status), "source": "model", "usage": u}
+        for n, u in enumerate(usages)
+    ]
+
+
+def test_cached_answers_tokens_are_not_this_runs() -> None:
+    answers = [*_answers(GENERATED, CACHED, FAILED, UNPRICED), *_answers({}, status="not_generated")]
+    answers[-1]["sample"] = 4
+    u = usage_totals(answers)
+    assert (u["answers"], u["generated"], u["cached"], u["failed"], u["not_generated"]) == (5, 2, 1, 1, 1)
+    assert (u["prompt_tokens"], u["completion_tokens"]) == (1010, 505)  # this run's only
+    assert (u["cached_prompt_tokens"], u["cached_completion_tokens"]) == (7000, 3000)
+    assert u["cost_usd"] == pytest.approx(0.01) and u["cached_cost_usd"] == pytest.approx(0.02)
+    assert u["cost_unknown"] == 1 and u["latency_mean_s"] == pytest.approx(3.0)  # cached: no time now
+    line = usage_line(u)
+    assert line is not None
+    assert line.startswith("generation (openai/gpt-5.4): 5 answers: 2 generated, 1 cached, 1 failed, 1 not generated")
+    assert "; tokens 1,010 in / 505 out; cached answers: 7,000 in / 3,000 out, not this run's; " in line
+    assert "cost $0.0100 (+$0.0200 paid earlier for cached answers), unknown for 1 answer(s)" in line
+    assert "latency mean 3.00s p95 4.00s" in line
+
+
+def test_reference_answers_give_no_usage_line() -> None:
+    answers = [{"turn": 1, "sample": 0, "status": "ok", "source": "reference", "usage": {}}]
+    assert usage_line(usage_totals(answers)) is None
+
+
+def test_an_answer_recorded_twice_after_a_worker_crash_counts_once() -> None:
+    """The crashed worker reported turn 1's answer; the rerun in a fresh worker reports it again."""
+
+    config = SimpleNamespace(stash={})  # no --junitxml
+    collector = ResultsCollector(config, Settings(subsets=("mbpp",)))  # type: ignore[arg-type]
+    answer = {"turn": 1, "sample": 0, "status": "ok", "source": "model", "cache_key": "k", "usage": GENERATED}
+    record = {
+        "subset": "mbpp", "task_id": "m1", "node": "m1", "n_turns": 1, "turn": 1, "sample": 0,
+        "passed": True, "failure_class": "passed",
+    }
+    for n, test_id in enumerate(["case-1", "case-2"]):  # case-1 before the crash, case-2 in the rerun
+        rec = {**record, "test_id": test_id, "answer": dict(answer), "task": {"n_tests": 2, "metadata": {}}}
+        report = SimpleNamespace(nodeid=f"mbpp/m1/{test_id}", when="call", skipped=False, failed=False, plsql=rec)
+        collector.pytest_runtest_logreport(report)  # type: ignore[arg-type]
+    entries = collector.task_entries()
+    assert len(entries[0]["answers"]) == 1
+    d = build_document({**HEADER, "subsets": ["mbpp"]}, entries, PAPER)
+    assert d["usage"]["prompt_tokens"] == 1000 and d["usage"]["answers"] == 1
+    # A document holding both copies (an older file) counts them once too.
+    twice = {**entries[0], "answers": [dict(answer), dict(answer)]}
+    assert build_document({**HEADER, "subsets": ["mbpp"]}, [twice], PAPER)["usage"]["prompt_tokens"] == 1000
 
 
 # --------------------------------------------------------------------------- the summary
