@@ -344,6 +344,8 @@ def subset_metrics(
         units=units,
     )
     if bootstrap and kept:
+        # Two pairs, each resampled over the tasks its metrics average: Mean Test / Suite Pass over
+        # all judged tasks, Turn Suite / Episode Pass over the multi-turn ones (docs/reporting.md).
         cis = bootstrap_cis(
             {"mean_test_pass": [r.test_pass for r in kept], "suite_pass": [r.suite_pass for r in kept]}
         )  # type: ignore[misc]

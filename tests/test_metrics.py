@@ -180,6 +180,21 @@ def test_subset_intervals_do_not_depend_on_task_order() -> None:
     assert set(subset_metrics("s", tasks).ci) == {"mean_test_pass", "suite_pass"}
 
 
+def test_a_mixed_subset_resamples_multi_turn_metrics_over_its_multi_turn_tasks() -> None:
+    """docs/reporting.md: Mean Test/Suite Pass resample all tasks together; Turn Suite/Episode
+    Pass resample the multi-turn tasks together, in their own resamples (same seed)."""
+    single = [result(f"a{i}", [i % 2 == 0, True]) for i in range(6)]
+    multi = [result(f"b{i}", [True, i % 3 == 0], [i % 2 == 1]) for i in range(5)]
+    ci = subset_metrics("s", single + multi).ci
+    kept = sorted(single + multi, key=lambda r: r.task_id)
+    assert {k: ci[k] for k in ("mean_test_pass", "suite_pass")} == bootstrap_cis(
+        {"mean_test_pass": [r.test_pass for r in kept], "suite_pass": [r.suite_pass for r in kept]}
+    )
+    assert {k: ci[k] for k in ("turn_suite_pass", "episode_pass")} == bootstrap_cis(
+        {"turn_suite_pass": [r.turn_suite_pass for r in multi], "episode_pass": [r.episode_pass for r in multi]}
+    )
+
+
 # --------------------------------------------------------------------------- failure units (§4.4)
 def test_a_failed_turn_is_one_unit_classed_by_its_earliest_failing_stage() -> None:
     recs = records([False, True], cls="wrong_output") + [
