@@ -123,8 +123,9 @@ def register(subparsers: Any) -> None:
     p = subparsers.add_parser(
         "merge",
         help="combine results files of shards of one run",
-        description="Merge the results of --plsql-shard I/N (or -k) parts of one run into one results file "
-        "whose aggregates equal an unsharded run's. Refuses parts of different runs and overlapping tasks.",
+        description="Merge the results of --plsql-shard I/N parts of one run (or -k/-m parts that split it "
+        "between tasks) into one results file whose aggregates equal an unsharded run's. Refuses parts of "
+        "different runs and tasks that occur in two parts (a split that cuts a task's tests).",
     )
     p.add_argument("results", type=Path, nargs="+", metavar="PART.json")
     p.add_argument("-o", "--output", type=Path, required=True, metavar="ALL.json")
