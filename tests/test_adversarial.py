@@ -324,13 +324,24 @@ def test_backend_contains_the_answer_and_the_next_task_is_unaffected(backend: Po
 
 
 @pytest.mark.parametrize("case", [c for c in CASES if c.flagged], ids=[c.name for c in CASES if c.flagged])
-def test_blocked_answers_never_reach_the_database(backend: PostgresBackend, case: Case) -> None:
-    t0 = time.monotonic()
+def test_blocked_answers_never_reach_the_database(
+    backend: PostgresBackend, case: Case, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    session = backend.session()
+    sent: list[tuple[str, str]] = []
+    real_run = session.run
+
+    def spy(script: str, *, isolated: bool, phase: str):
+        sent.append((phase, script))
+        return real_run(script, isolated=isolated, phase=phase)
+
+    monkeypatch.setattr(session, "run", spy)
     report = evaluate_task(backend, case_task(case), [case.answer], safety=SafetyChecker("block"))
     outcome = report.outcomes[0]
     assert outcome.failure_class == "unsafe"
     assert outcome.message.startswith("safety check [")
-    assert time.monotonic() - t0 < TIMEOUT  # refused before running anything slow
+    # Refused before anything of the answer (or the test that would call it) ran.
+    assert not [phase for phase, script in sent if phase in ("install", "test")], sent
 
 
 MEMORY_SCRIPT = """

@@ -37,8 +37,18 @@ def client(stub: StubServer, **kw) -> ModelClient:
     return ModelClient("openai/stub", api_base=stub.api_base, **kw)
 
 
+def recording(slept: list[float]):
+    """A sleep that really sleeps and records how long it was asked to."""
+
+    def sleep(seconds: float) -> None:
+        slept.append(seconds)
+        time.sleep(seconds)
+
+    return sleep
+
+
 def service(stub: StubServer, tmp_path: Path, **kw) -> AnswerService:
-    ckw = {k: kw.pop(k) for k in list(kw) if k in ("timeout", "retries", "backoff_base")}
+    ckw = {k: kw.pop(k) for k in list(kw) if k in ("timeout", "retries", "backoff_base", "sleep")}
     return AnswerService(model="openai/stub", cache=AnswerCache(tmp_path / "cache"), run_id="run-1",
                          client_factory=lambda: client(stub, **ckw), **kw)
 
@@ -83,26 +93,27 @@ def test_prose_around_code(stub: StubServer, tmp_path: Path) -> None:
 
 def test_429_then_success_honours_retry_after(stub: StubServer) -> None:
     stub.push(error(429, retry_after=1), ok("BEGIN NULL; END;"))
-    started = time.monotonic()
-    completion = client(stub, backoff_base=0.01).complete(MESSAGES)
+    slept: list[float] = []
+    completion = client(stub, backoff_base=0.01, sleep=recording(slept)).complete(MESSAGES)
     assert completion.text == "BEGIN NULL; END;"
     assert completion.usage["attempts"] == 2
     assert stub.count == 2
     first, second = stub.requests[0], stub.requests[1]
-    # The backoff alone would be ~0.01 s: the gap is the server's Retry-After.
+    # The backoff alone would be ~0.01 s: the wait is exactly the server's Retry-After.
+    assert slept == [1.0]
     assert second.started - first.started >= 0.95
-    assert time.monotonic() - started < 5
 
 
 def test_500_forever_is_an_error_after_bounded_retries(stub: StubServer, tmp_path: Path) -> None:
     stub.default = error(500)
-    svc = service(stub, tmp_path, retries=2, backoff_base=0.05)
-    started = time.monotonic()
+    slept: list[float] = []
+    svc = service(stub, tmp_path, retries=2, backoff_base=0.05, sleep=recording(slept))
     answer = svc.obtain(demo_task(1), 1, ())
     assert answer is not None and answer.status == "error" and answer.code is None
     assert "InternalServerError" in (answer.error or "")
     assert stub.count == 3  # 1 + retries, no hidden retries inside litellm or the OpenAI SDK
-    assert time.monotonic() - started < 10  # bounded: no backoff beyond what was configured
+    # Bounded: two waits, each within the configured exponential ceiling (0.05 s, then 0.1 s).
+    assert len(slept) == 2 and 0.025 <= slept[0] <= 0.05 and 0.05 <= slept[1] <= 0.1, slept
     assert answer.usage["attempts"] == 3 and answer.usage["status"] == "error"
 
 
@@ -116,20 +127,21 @@ def test_non_retryable_error_is_not_retried(stub: StubServer) -> None:
 
 def test_slow_reply_past_the_timeout_is_retried(stub: StubServer) -> None:
     stub.push(slow(8.0), ok("BEGIN NULL; END;"))
-    started = time.monotonic()
     completion = client(stub, timeout=0.5, retries=2).complete(MESSAGES)
     assert completion.text == "BEGIN NULL; END;" and completion.usage["attempts"] == 2
-    assert time.monotonic() - started < 6  # did not wait for the slow reply
+    first, second = stub.requests[0], stub.requests[1]
+    assert second.started - first.started < 6  # gave up on the 8 s reply, did not wait for it
 
 
 def test_slow_forever_is_a_timeout_error_in_bounded_time(stub: StubServer) -> None:
     stub.default = slow(8.0)
-    started = time.monotonic()
     with pytest.raises(ProviderError) as info:
         client(stub, timeout=0.4, retries=1).complete(MESSAGES)
     assert info.value.transient and "Timeout" in str(info.value)
     assert stub.count == 2
-    assert time.monotonic() - started < 6
+    first, second = stub.requests[0], stub.requests[1]
+    # Neither 8 s reply was waited for (measured from the requests, not including litellm's import).
+    assert second.started - first.started < 6 and time.time() - second.started < 6
 
 
 def test_malformed_json_is_retried_then_reported(stub: StubServer) -> None:
