@@ -19,10 +19,10 @@ from .collect import HARNESS_KEY, Harness, PlsqlItem, build_items, make_record, 
 from .errors import PlsqlBenchError, UsageError
 from .manifests import Manifest, discover
 from .results import ResultsCollector
-from .settings import Settings, add_options
+from .settings import Settings, add_options, dialect_given
 from .state import SETTINGS_KEY, get_settings, is_active, worker_count, worker_id
 from .summary import summary_lines
-from .tasks import Task
+from .tasks import DIALECTS, Task
 
 log = logging.getLogger(__name__)
 
@@ -53,8 +53,18 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def _settings(config: pytest.Config) -> Settings:
+    """The run's settings. Without a dialect named, subsets that exist only for Oracle
+    (Spider2-ST/MT) run in Oracle rather than failing on the postgres default."""
     try:
-        return Settings.from_config(config)
+        settings = Settings.from_config(config)
+        if settings.subsets and not dialect_given(config):
+            known = discover(settings.task_dirs)
+            wanted = [known[s] for s in settings.subsets if s in known]
+            if any(settings.dialect not in m.dialects for m in wanted):
+                common = [d for d in DIALECTS if all(d in m.dialects for m in wanted)]
+                if common:
+                    settings = Settings.from_config(config, dialect=common[0])
+        return settings
     except UsageError as exc:
         raise pytest.UsageError(str(exc)) from None
 

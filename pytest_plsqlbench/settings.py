@@ -42,7 +42,13 @@ class Opt:
 
 OPTIONS: tuple[Opt, ...] = (
     # --- what to run and where
-    Opt("dialect", "Database dialect the tasks run in.", "postgres", choices=DIALECTS),
+    Opt(
+        "dialect",
+        "Database dialect the tasks run in (default postgres; oracle when a chosen subset "
+        "exists only for Oracle and no dialect is named).",
+        "postgres",
+        choices=DIALECTS,
+    ),
     Opt(
         "db",
         "How to get a database: an embedded PostgreSQL per worker (postgres default), a "
@@ -211,6 +217,11 @@ def _raw(config: pytest.Config, opt: Opt) -> Any:
     return value
 
 
+def dialect_given(config: pytest.Config) -> bool:
+    """Whether the user chose a dialect (command line or ini file) rather than taking the default."""
+    return config.getoption("plsql_dialect", None) is not None or config.getini("plsql_dialect") not in (None, "")
+
+
 _SHARD = re.compile(r"^\s*(\d+)\s*/\s*(\d+)\s*$")
 
 
@@ -255,11 +266,12 @@ class Settings:
         return self.model or "?"
 
     @classmethod
-    def from_config(cls, config: pytest.Config) -> "Settings":
+    def from_config(cls, config: pytest.Config, dialect: str | None = None) -> "Settings":
+        """``dialect``: the run's dialect when the user named none (see :func:`dialect_given`)."""
         raw_subsets = config.getoption("plsql_subset", None) or ""
         subsets = tuple(dict.fromkeys(s.strip() for s in raw_subsets.split(",") if s.strip()))
         v = {o.name: _raw(config, o) for o in OPTIONS}
-        dialect = v["dialect"]
+        dialect = v["dialect"] if dialect is None or dialect_given(config) else dialect
         db = v["db"] or ("dsn" if v["dsn"] else ("embedded" if dialect == "postgres" else "container"))
         dsn = v["dsn"]
         if dialect == "oracle" and not dsn:

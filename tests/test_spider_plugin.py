@@ -75,8 +75,7 @@ def test_collect_only_lists_every_sample_test_with_markers(
         "--collect-only",
         "-q",
         f"--plsql-data={plsqlbench_sample}",
-        "--plsql-dialect=oracle",
-    )
+    )  # no dialect named: Spider2 exists only for Oracle, so the run is Oracle
     assert result.ret == 0, result.stderr.str()
     expected = expected_nodes(plsqlbench_sample)
     listed = [line for line in result.outlines if NODE.match(line)]
@@ -146,6 +145,21 @@ def test_spider2_with_postgres_is_one_usage_error(pytester: pytest.Pytester, pls
         ["*subset 'spider2-mt' exists only for oracle, not for --plsql-dialect=postgres*"]
     )
     assert "Traceback" not in result.stderr.str()
+    # A dialect named in the ini file is named too.
+    pytester.makeini("[pytest]\nplsql_dialect = postgres\n")
+    result = run(pytester, "--subset", "spider2-mt", "--collect-only", f"--plsql-data={plsqlbench_sample}")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*subset 'spider2-mt' exists only for oracle*"])
+
+
+def test_default_dialect_stays_postgres_when_every_subset_has_it(
+    pytester: pytest.Pytester, plsqlbench_sample: Path
+) -> None:
+    result = run(pytester, "--subset", "smoke,spider", "--collect-only", "-q", "-m", "dialect_postgres",
+                 f"--plsql-data={plsqlbench_sample}")
+    assert result.ret == 0, result.stderr.str()
+    listed = [line for line in result.outlines if re.match(r"^(smoke|spider)/\S+$", line)]
+    assert any(n.startswith("smoke/") for n in listed) and any(n.startswith("spider/") for n in listed)
 
 
 def test_sample_spider_on_postgres_reports_what_cannot_run(

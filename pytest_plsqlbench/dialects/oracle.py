@@ -838,7 +838,10 @@ class OracleBackend(Backend):
 
             docker.from_env().ping()
         except Exception as exc:  # noqa: BLE001 - no socket, no daemon, no permission
-            raise InfrastructureError(f"--plsql-db=container needs a running Docker: {exc}") from None
+            raise InfrastructureError(
+                f"--plsql-db=container needs a running Docker ({exc}); or point --plsql-dsn "
+                "(or PLSQL_ORACLE_DSN) at an Oracle database"
+            ) from None
         image = os.environ.get("PLSQL_ORACLE_IMAGE", DEFAULT_IMAGE)
         password = new_password()
         try:
