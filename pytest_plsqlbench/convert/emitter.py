@@ -130,8 +130,12 @@ class Emitter(abc.ABC):
         """How ``t`` is written in a parameter list or declaration."""
 
     @abc.abstractmethod
+    def own_type_defs(self, t: SqlType) -> list[TypeDef]:
+        """The user-defined types ``t`` itself needs, not counting those of its parts."""
+
     def type_defs(self, t: SqlType) -> list[TypeDef]:
         """The user-defined types ``t`` needs, dependencies first."""
+        return [d for part in walk(t) for d in self.own_type_defs(part)]
 
     def signature_type_defs(self, sig: Signature) -> list[TypeDef]:
         seen: dict[str, TypeDef] = {}

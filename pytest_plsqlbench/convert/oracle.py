@@ -189,23 +189,19 @@ class OracleEmitter(Emitter):
     def type_sql(self, t: SqlType) -> str:
         return _name(t)
 
-    def type_defs(self, t: SqlType) -> list[TypeDef]:
-        out: list[TypeDef] = []
-        for child in t.fields if isinstance(t, RecordT) else (t.elem,) if isinstance(t, ListT) else ():
-            out.extend(self.type_defs(child))
+    def own_type_defs(self, t: SqlType) -> list[TypeDef]:
         if isinstance(t, ListT):
             ddl = f"CREATE TYPE {_name(t)} AS TABLE OF {_name(t.elem)};"
         elif isinstance(t, RecordT):
             attrs = ", ".join(f"{n} {_name(f)}" for n, f in zip(_field_names(t), t.fields))
             ddl = f"CREATE TYPE {_name(t)} AS OBJECT ({attrs});"
         else:
-            return out
+            return []
         name = _name(t)
         fixture = Fixture(
             key=f"mbpp-type:oracle:{name.lower()}", script=ddl + "\n/\n", description=f"MBPP type {name}"
         )
-        out.append(TypeDef(name, ddl, fixture))
-        return out
+        return [TypeDef(name, ddl, fixture)]
 
     # ----------------------------------------------------------------- values
     def literal(self, value: Any, t: SqlType) -> str:

@@ -201,18 +201,13 @@ class PostgresEmitter(Emitter):
     def type_sql(self, t: SqlType) -> str:
         return sql_type(t)
 
-    def type_defs(self, t: SqlType) -> list[TypeDef]:
-        out: list[TypeDef] = []
-        for child in t.fields if isinstance(t, RecordT) else (t.elem,) if isinstance(t, ListT) else ():
-            out.extend(self.type_defs(child))
+    def own_type_defs(self, t: SqlType) -> list[TypeDef]:
         if isinstance(t, RecordT):
             fields = ", ".join(f"{n} {sql_type(f)}" for n, f in zip(_field_names(t), t.fields))
-            out.append(self._def(_named(t), f"CREATE TYPE {_named(t)} AS ({fields});"))
-        elif isinstance(t, ListT) and isinstance(t.elem, ListT):
-            out.append(
-                self._def(_named(t.elem), f"CREATE TYPE {_named(t.elem)} AS (items {sql_type(t.elem)});")
-            )
-        return out
+            return [self._def(_named(t), f"CREATE TYPE {_named(t)} AS ({fields});")]
+        if isinstance(t, ListT) and isinstance(t.elem, ListT):
+            return [self._def(_named(t.elem), f"CREATE TYPE {_named(t.elem)} AS (items {sql_type(t.elem)});")]
+        return []
 
     @staticmethod
     def _def(name: str, ddl: str) -> TypeDef:
