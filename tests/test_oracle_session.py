@@ -620,3 +620,25 @@ def test_a_schema_the_harness_did_not_create_is_never_dropped(server: FakeServer
         backend.ensure_fixtures([Fixture("k", "CREATE TABLE shop.t (a NUMBER);\n", "shop")])
     assert not any(s.startswith('DROP USER "SHOP"') for s in server.log)
     backend.stop()
+
+
+def test_baseline_is_kept_across_tasks_and_retaken_after_a_new_fixture(server: FakeServer) -> None:
+    """The baseline the janitor compares each task with is the schema as fixtures left it: taking it
+    again at every task would accept whatever the previous task left behind."""
+    from pathlib import Path
+
+    from pytest_plsqlbench.tasks import Fixture
+
+    shop = Fixture(
+        "yaml:shop:oracle", (Path(__file__).parent.parent / "fixtures/shop/oracle.sql").read_text(), "shop"
+    )
+    backend = oracle.OracleBackend(Settings(subsets=(), dialect="oracle", db="dsn", dsn="admin/pw@db/svc"), "gw0")
+    backend.start()
+    backend.ensure_fixtures([shop])
+    taken = object()
+    backend._baseline = taken  # as baseline_snapshot() leaves it after the first task
+    backend.ensure_fixtures([shop])  # the next task, same fixture: nothing loads
+    assert backend._baseline is taken
+    backend.ensure_fixtures([shop, Fixture("yaml:more:oracle", "CREATE TABLE more.t (a NUMBER);\n", "more")])
+    assert backend._baseline is None
+    backend.stop()

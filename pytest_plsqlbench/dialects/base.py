@@ -9,6 +9,7 @@ and runs tests inside the isolation scope the session guarantees.
 from __future__ import annotations
 
 import abc
+import threading
 from dataclasses import dataclass, field
 from typing import Literal, Sequence
 
@@ -107,6 +108,10 @@ class Backend(abc.ABC):
 
     dialect: str = ""
 
+    def __init__(self) -> None:
+        self._loaded: list[Fixture] = []
+        self._lock = threading.Lock()
+
     @abc.abstractmethod
     def start(self) -> None: ...
 
@@ -118,9 +123,20 @@ class Backend(abc.ABC):
     def version(self) -> str:
         """Server version for the report header (e.g. ``PostgreSQL 18.6``)."""
 
-    @abc.abstractmethod
     def ensure_fixtures(self, fixtures: Sequence[Fixture]) -> None:
         """Load each fixture once for this worker (in order); raise InfrastructureError on failure."""
+        with self._lock:
+            loaded = {f.key for f in self._loaded}
+            for fixture in fixtures:
+                if fixture.key in loaded:
+                    continue
+                self._load(fixture)
+                self._loaded.append(fixture)
+                loaded.add(fixture.key)
+
+    @abc.abstractmethod
+    def _load(self, fixture: Fixture) -> None:
+        """Load one fixture into this worker's database (called once per fixture key)."""
 
     @abc.abstractmethod
     def session(self) -> Session:

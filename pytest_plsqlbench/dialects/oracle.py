@@ -36,7 +36,6 @@ import os
 import re
 import secrets
 import string
-import threading
 import time
 import urllib.parse
 from dataclasses import dataclass, field
@@ -774,6 +773,7 @@ class OracleBackend(Backend):
     dialect = "oracle"
 
     def __init__(self, settings: Settings, worker: str = "main") -> None:
+        super().__init__()
         self.settings = settings
         self.worker = worker
         self.container: Any = None
@@ -786,11 +786,9 @@ class OracleBackend(Backend):
         self.tablespace = "USERS"
         self._version = ""
         self._session: OracleSession | None = None
-        self._loaded: list[Fixture] = []
         self._candidate_statements: list[Statement] = []
         self._baseline: Snapshot | None = None
         self._candidate_created = False
-        self._lock = threading.Lock()
         self._lock_conn: Any = None
 
     # ----------------------------------------------------------------- lifecycle
@@ -966,17 +964,6 @@ class OracleBackend(Backend):
             log.warning("could not end session %s,%s: %s", sid, serial, exc)
 
     # ----------------------------------------------------------------- fixtures
-    def ensure_fixtures(self, fixtures: Sequence[Fixture]) -> None:
-        with self._lock:
-            loaded = {f.key for f in self._loaded}
-            for fixture in fixtures:
-                if fixture.key in loaded:
-                    continue
-                self._load(fixture)
-                self._loaded.append(fixture)
-                loaded.add(fixture.key)
-            self._baseline = None
-
     def _load(self, fixture: Fixture) -> None:
         owners, owned, candidate = partition_fixture(fixture.script)
         if owned:
@@ -999,6 +986,8 @@ class OracleBackend(Backend):
         if candidate:
             self._run_as(self.candidate, candidate, fixture.key)
             self._candidate_statements.extend(candidate)
+        # The candidate schema as fixtures leave it changed: take its baseline again on next use.
+        self._baseline = None
 
     @contextlib.contextmanager
     def _database_lock(self, key: str) -> Iterator[str | None]:

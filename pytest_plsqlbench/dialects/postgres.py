@@ -27,7 +27,7 @@ import re
 import secrets
 import threading
 import time
-from typing import Any, Sequence
+from typing import Any
 
 import psycopg
 from psycopg import sql as pgsql
@@ -461,6 +461,7 @@ class PostgresBackend(Backend):
     dialect = "postgres"
 
     def __init__(self, settings: Settings, worker: str = "main") -> None:
+        super().__init__()
         self.settings = settings
         self.worker = worker
         self.server = None
@@ -475,8 +476,6 @@ class PostgresBackend(Backend):
         self._owns_database = False
         self._version = ""
         self._session: PostgresSession | None = None
-        self._loaded: list[Fixture] = []
-        self._lock = threading.Lock()
         #: ``SET <limit> = DEFAULT`` for each limit the server knows (see _LIMIT_SETTINGS).
         self.limit_reset = "; ".join(f"SET {name} = DEFAULT" for name in _LIMIT_SETTINGS)
 
@@ -653,16 +652,6 @@ class PostgresBackend(Backend):
         self._owns_database = False
 
     # ----------------------------------------------------------------- fixtures
-    def ensure_fixtures(self, fixtures: Sequence[Fixture]) -> None:
-        with self._lock:
-            loaded = {f.key for f in self._loaded}
-            for fixture in fixtures:
-                if fixture.key in loaded:
-                    continue
-                self._load(fixture)
-                self._loaded.append(fixture)
-                loaded.add(fixture.key)
-
     def _load(self, fixture: Fixture) -> None:
         assert self.admin is not None
         role = pgsql.Identifier(self.role)
