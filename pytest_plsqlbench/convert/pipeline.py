@@ -164,14 +164,10 @@ def type_task(task: SourceTask) -> Typed:
         if case.origin in ("base", "case"):
             continue
         try:
-            new_params = [refine(t, v) for t, v in zip(params, case.args)]  # type: ignore[arg-type]
-            new_returns = returns
-            for o in _outputs(case):
-                new_returns = refine(new_returns, o)
+            params, returns = _refined(params, returns, case)
         except TypeConflict as exc:
             typed.drop(case, "type-mismatch", f"{exc} (signature {_describe(params, returns)})")
             continue
-        params, returns = new_params, new_returns
         kept.append(case)
     if any(has_unknown(t) for t in (*params, returns)):
         typed.notes.append("a collection was empty in every case; its element type defaults to number")
@@ -187,6 +183,15 @@ def type_task(task: SourceTask) -> Typed:
     if not typed.cases:
         typed.rejection = ("no-cases", "every case was dropped")
     return typed
+
+
+def _refined(params: Sequence[SqlType], returns: SqlType, case: SourceCase) -> tuple[list[SqlType], SqlType]:
+    """The signature widened to fit ``case`` as well; TypeConflict (nothing changed) if it cannot."""
+    new_params = [refine(t, v) for t, v in zip(params, case.args)]  # type: ignore[arg-type]
+    new_returns = returns
+    for o in _outputs(case):
+        new_returns = refine(new_returns, o)
+    return new_params, new_returns
 
 
 def _infer_all(task: SourceTask, cases: Sequence[SourceCase], arity: int) -> tuple[list[SqlType], SqlType]:
@@ -224,13 +229,9 @@ def _signature(
             if case is seed:
                 continue
             try:
-                new_params = [refine(t, v) for t, v in zip(params, case.args)]  # type: ignore[arg-type]
-                new_returns = returns
-                for o in _outputs(case):
-                    new_returns = refine(new_returns, o)
+                params, returns = _refined(params, returns, case)
             except TypeConflict:
                 continue
-            params, returns = new_params, new_returns
             group.append(case)
         if len(group) > len(best):
             best = group
