@@ -30,6 +30,16 @@ from .chart import bar_chart
 MAX_FAILING_TESTS_SHOWN = 3
 
 
+def _notes(document: Mapping[str, Any], subsets: Mapping[str, Mapping[str, Any]]) -> list[str]:
+    """The notes under the subset table, the same in Markdown and HTML."""
+    return (
+        comparability_lines(subsets)
+        + overall_lines(document.get("overall") or {}, subsets)
+        + pass_at_k_lines(subsets)
+        + incomplete_lines(subsets)
+    )
+
+
 def _ci(m: Mapping[str, Any], key: str) -> str:
     ci = (m.get("ci") or {}).get(key)
     return f"[{pct(ci[0])}, {pct(ci[1])}]" if ci else ""
@@ -121,12 +131,7 @@ def markdown(document: Mapping[str, Any]) -> str:
         "",
     ]
     out += _md_table(["Subset", "Tasks", "Tests", "Samples", *METRIC_LABELS.values()], _subset_rows(subsets))
-    notes = (
-        comparability_lines(subsets)
-        + overall_lines(document.get("overall") or {}, subsets)
-        + pass_at_k_lines(subsets)
-        + incomplete_lines(subsets)
-    )
+    notes = _notes(document, subsets)
     if notes:
         out += ["", *(f"- {line}" for line in notes)]
     out += ["", _chart(document), ""]
@@ -232,12 +237,7 @@ def html(document: Mapping[str, Any]) -> str:
     parts.append(
         _html_table("subsets", ["Subset", "Tasks", "Tests", "Samples", *METRIC_LABELS.values()], rows)
     )
-    notes = (
-        comparability_lines(subsets)
-        + overall_lines(document.get("overall") or {}, subsets)
-        + pass_at_k_lines(subsets)
-        + incomplete_lines(subsets)
-    )
+    notes = _notes(document, subsets)
     if notes:
         parts.append("<ul>" + "".join(f"<li>{escape(n)}</li>" for n in notes) + "</ul>")
     parts.append(_chart(document))
