@@ -400,12 +400,7 @@ class _Parser:
         return prefix + [head] + _indent(body) + [f"END LOOP{' ' + label if label else ''};"]
 
     def for_head(self, var: str, source: list[Tok], reverse: bool) -> str:
-        depth, dots = 0, None
-        for j, t in enumerate(source):
-            depth += t.value == "("
-            depth -= t.value == ")"
-            if depth == 0 and t.value == "..":
-                dots = j
+        dots = next((j for j, t in reversed(_top_level(source)) if t.value == ".."), None)
         if dots is not None:
             lo, hi = _expr(source[:dots]), _expr(source[dots + 1 :])
             if reverse:
@@ -476,14 +471,12 @@ class _Parser:
         raise TranslateError(f"a call to {_text(toks)[:40]}")
 
     def select_into(self, toks: list[Tok]) -> str:
-        depth, into = 0, None
-        for j, t in enumerate(toks):
-            depth += t.value == "("
-            depth -= t.value == ")"
-            if depth == 0 and t.up == "INTO":
+        into = None
+        for j, t in _top_level(toks):
+            if t.up == "INTO":
                 into = j
                 break
-            if depth == 0 and t.up == "BULK":
+            if t.up == "BULK":
                 raise TranslateError("BULK COLLECT")
         if into is None:
             raise TranslateError("a SELECT without INTO")
@@ -510,19 +503,21 @@ class _Parser:
         raise TranslateError(f"DBMS_OUTPUT.{name}")
 
 
+def _top_level(toks: list[Tok]) -> list[tuple[int, Tok]]:
+    """(index, token) of the tokens outside every parenthesis (a closing one counts as outside)."""
+    out, depth = [], 0
+    for j, t in enumerate(toks):
+        depth += t.value == "("
+        depth -= t.value == ")"
+        if depth == 0:
+            out.append((j, t))
+    return out
+
+
 def _split_commas(toks: list[Tok]) -> list[list[Tok]]:
-    groups: list[list[Tok]] = [[]]
-    depth = 0
-    for t in toks:
-        if t.value == "(":
-            depth += 1
-        elif t.value == ")":
-            depth -= 1
-        if t.value == "," and depth == 0:
-            groups.append([])
-        else:
-            groups[-1].append(t)
-    return [g for g in groups if g]
+    commas = [j for j, t in _top_level(toks) if t.value == ","]
+    bounds = zip([-1, *commas], [*commas, len(toks)])
+    return [g for lo, hi in bounds if (g := toks[lo + 1 : hi])]
 
 
 def _args(toks: list[Tok]) -> list[str]:
