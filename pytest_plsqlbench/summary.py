@@ -222,23 +222,26 @@ def usage_line(usage: Mapping[str, Any]) -> str | None:
     return "; ".join(parts)
 
 
+def shown_ids(ids: Sequence[str], limit: int) -> str:
+    """The first ``limit`` ids, then how many more: long lists stay one readable line."""
+    more = f" ... (+{len(ids) - limit})" if len(ids) > limit else ""
+    return ", ".join(ids[:limit]) + more
+
+
 def excluded_lines(subsets: Mapping[str, Mapping[str, Any]], limit: int = 10) -> list[str]:
     lines = []
     for name, m in subsets.items():
         excluded = m.get("excluded_tasks") or []
         if excluded:
-            shown = ", ".join(excluded[:limit]) + (
-                f" ... (+{len(excluded) - limit})" if len(excluded) > limit else ""
-            )
             lines.append(
-                f"{name}: {len(excluded)} task(s) excluded from the metrics (infrastructure / not generated): {shown}"
+                f"{name}: {len(excluded)} task(s) excluded from the metrics (infrastructure / not generated): "
+                + shown_ids(excluded, limit)
             )
         skipped = m.get("skipped_tasks") or []
         if skipped:
-            shown = ", ".join(skipped[:limit]) + (
-                f" ... (+{len(skipped) - limit})" if len(skipped) > limit else ""
+            lines.append(
+                f"{name}: {len(skipped)} task(s) skipped, not in the metrics: {shown_ids(skipped, limit)}"
             )
-            lines.append(f"{name}: {len(skipped)} task(s) skipped, not in the metrics: {shown}")
     return lines + incomplete_lines(subsets, limit)
 
 
@@ -248,10 +251,7 @@ def incomplete_lines(subsets: Mapping[str, Mapping[str, Any]], limit: int = 10) 
     for name, m in subsets.items():
         incomplete = m.get("incomplete_tasks") or []
         if incomplete:
-            shown = ", ".join(incomplete[:limit]) + (
-                f" ... (+{len(incomplete) - limit})" if len(incomplete) > limit else ""
-            )
-            lines.append(f"{name}: {incomplete_note(len(incomplete))}: {shown}")
+            lines.append(f"{name}: {incomplete_note(len(incomplete))}: {shown_ids(incomplete, limit)}")
     return lines
 
 

@@ -18,6 +18,7 @@ from typing import Any
 
 from ..errors import UsageError
 from ..results import RUN_IDENTITY, build_document, read_document
+from ..summary import shown_ids
 
 
 class MergeError(UsageError):
@@ -105,8 +106,9 @@ def merge_documents(
                 overlap.append(f"{key[0]}/{key[1]} ({owner[key]} and {name})")
             owner.setdefault(key, name)
     if overlap:
-        shown = ", ".join(overlap[:5]) + (f" ... (+{len(overlap) - 5})" if len(overlap) > 5 else "")
-        raise MergeError(f"the parts overlap: {len(overlap)} task(s) appear twice: {shown}")
+        raise MergeError(
+            f"the parts overlap: {len(overlap)} task(s) appear twice: {shown_ids(overlap, 5)}"
+        )
     problems = _shards(parts, allow_partial)
     if problems:
         raise MergeError("cannot merge: " + "; ".join(problems))

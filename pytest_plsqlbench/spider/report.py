@@ -24,6 +24,7 @@ from .. import outcomes
 from ..comparators import LENIENT_RULES, compare_rows_lenient
 from ..manifests import Manifest
 from ..settings import Settings
+from ..summary import shown_ids
 from ..tasks import Task
 from .build import LoadNotes
 
@@ -34,8 +35,7 @@ SHOW_IDS = 8
 
 
 def _ids(ids: list[str]) -> str:
-    shown = ", ".join(ids[:SHOW_IDS])
-    return shown + (f" ... (+{len(ids) - SHOW_IDS})" if len(ids) > SHOW_IDS else "")
+    return shown_ids(ids, SHOW_IDS)
 
 
 class SpiderReport:
