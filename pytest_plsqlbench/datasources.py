@@ -71,10 +71,15 @@ def resolve(manifest: Manifest, settings: Settings) -> Path:
     return download(source, settings, manifest.name)
 
 
+def _local_copy_option(source: Source) -> str:
+    """The option that points the run at a local copy of ``source`` instead of a download."""
+    return "--plsql-data DIR" if source.kind == "plsqlbench" else f"--plsql-source {source.name}=PATH"
+
+
 def download(source: Source, settings: Settings, subset: str) -> Path:
     """Download (once, under a lock) and unpack ``source`` into the data cache."""
     if not source.url:
-        hint = "--plsql-data DIR" if source.kind == "plsqlbench" else f"--plsql-source {source.name}=PATH"
+        hint = _local_copy_option(source)
         raise UsageError(f"subset {subset!r} needs data source {source.name!r}: give a local copy with {hint}")
     root = data_cache_dir(settings) / "downloads" / source.name
     root.mkdir(parents=True, exist_ok=True)
@@ -110,7 +115,7 @@ def _fetch(source: Source, target: Path, subset: str, settings: Settings) -> Non
             shutil.copyfileobj(resp, out)
     except (urllib.error.URLError, http.client.HTTPException, OSError, TimeoutError) as exc:
         shutil.rmtree(tmp, ignore_errors=True)
-        hint = "--plsql-data DIR" if source.kind == "plsqlbench" else f"--plsql-source {source.name}=PATH"
+        hint = _local_copy_option(source)
         reason = getattr(exc, "reason", exc)
         raise UsageError(
             f"subset {subset!r}: cannot download {source.url} ({reason}); "
