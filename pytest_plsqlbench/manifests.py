@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 import yaml
 
@@ -126,3 +126,13 @@ def discover(extra_dirs: tuple[Path, ...] = ()) -> dict[str, Manifest]:
             manifest = load_manifest(path)
             found[manifest.name] = manifest
     return found
+
+
+def run_dialect(manifests: Sequence[Manifest], preferred: str) -> str:
+    """The dialect a run takes when the user named none: ``preferred`` if every chosen subset
+    has it, else the first dialect they all have (Spider2 exists only for Oracle); ``preferred``
+    when they share none, so the caller's "exists only for" error names it."""
+    if all(preferred in m.dialects for m in manifests):
+        return preferred
+    common = [d for d in DIALECTS if all(d in m.dialects for m in manifests)]
+    return common[0] if common else preferred

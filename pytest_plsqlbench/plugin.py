@@ -17,12 +17,12 @@ import pytest
 from . import hooks
 from .collect import HARNESS_KEY, Harness, PlsqlItem, build_items, make_record, scope_of
 from .errors import PlsqlBenchError, UsageError
-from .manifests import Manifest, discover
+from .manifests import Manifest, discover, run_dialect
 from .results import ResultsCollector
 from .settings import Settings, add_options, dialect_given
 from .state import SETTINGS_KEY, get_settings, is_active, worker_count, worker_id
 from .summary import summary_lines
-from .tasks import DIALECTS, Task
+from .tasks import Task
 
 log = logging.getLogger(__name__)
 
@@ -59,11 +59,9 @@ def _settings(config: pytest.Config) -> Settings:
         settings = Settings.from_config(config)
         if settings.subsets and not dialect_given(config):
             known = discover(settings.task_dirs)
-            wanted = [known[s] for s in settings.subsets if s in known]
-            if any(settings.dialect not in m.dialects for m in wanted):
-                common = [d for d in DIALECTS if all(d in m.dialects for m in wanted)]
-                if common:
-                    settings = Settings.from_config(config, dialect=common[0])
+            dialect = run_dialect([known[s] for s in settings.subsets if s in known], settings.dialect)
+            if dialect != settings.dialect:
+                settings = Settings.from_config(config, dialect=dialect)
         return settings
     except UsageError as exc:
         raise pytest.UsageError(str(exc)) from None

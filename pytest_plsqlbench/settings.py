@@ -217,6 +217,11 @@ def _raw(config: pytest.Config, opt: Opt) -> Any:
     return value
 
 
+def default_db(dialect: str, dsn: str | None) -> str:
+    """Where the database comes from when --plsql-db is not given."""
+    return "dsn" if dsn else ("embedded" if dialect == "postgres" else "container")
+
+
 def dialect_given(config: pytest.Config) -> bool:
     """Whether the user chose a dialect (command line or ini file) rather than taking the default."""
     return config.getoption("plsql_dialect", None) is not None or config.getini("plsql_dialect") not in (None, "")
@@ -272,7 +277,7 @@ class Settings:
         subsets = tuple(dict.fromkeys(s.strip() for s in raw_subsets.split(",") if s.strip()))
         v = {o.name: _raw(config, o) for o in OPTIONS}
         dialect = v["dialect"] if dialect is None or dialect_given(config) else dialect
-        db = v["db"] or ("dsn" if v["dsn"] else ("embedded" if dialect == "postgres" else "container"))
+        db = v["db"] or default_db(dialect, v["dsn"])
         dsn = v["dsn"]
         if dialect == "oracle" and not dsn:
             dsn = os.environ.get("PLSQL_ORACLE_DSN") or None

@@ -33,6 +33,15 @@ def test_validate_spider_reports_gold_queries(plsqlbench_sample: Path) -> None:
     assert "gold queries transpiled to PostgreSQL" in out.stdout
 
 
+def test_validate_takes_oracle_for_an_oracle_only_subset_unless_told_otherwise(plsqlbench_sample: Path) -> None:
+    out = plsqlbench("validate", "--subset", "spider2-st", f"--plsql-data={plsqlbench_sample}")
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.startswith("spider2-st (oracle, data ")
+    out = plsqlbench("validate", "--subset", "spider2-st", "--plsql-dialect=postgres", f"--plsql-data={plsqlbench_sample}")
+    assert out.returncode == 2
+    assert "subset 'spider2-st' exists only for oracle, not for --plsql-dialect=postgres" in out.stderr
+
+
 def test_validate_unknown_subset_names_the_known_ones(plsqlbench_sample: Path) -> None:
     out = plsqlbench("validate", "--subset", "nope", f"--plsql-data={plsqlbench_sample}")
     assert out.returncode == 2

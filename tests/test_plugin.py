@@ -305,3 +305,16 @@ def test_plugin_ini_keys_are_not_read_without_subset(pytester: pytest.Pytester) 
     pytester.makeini("[pytest]\nplsql_timeout = 0\n")
     pytester.makepyfile(test_plain="def test_one():\n    assert True\n")
     run(pytester).assert_outcomes(passed=1)
+
+
+def test_run_dialect_prefers_the_default_and_falls_back_to_a_shared_one(tmp_path: Path) -> None:
+    from pytest_plsqlbench.manifests import Manifest, run_dialect
+
+    def m(*dialects: str) -> Manifest:
+        return Manifest(name="x", loader="yaml", dialects=dialects, path=tmp_path / "x.yaml")
+
+    assert run_dialect([m("postgres", "oracle"), m("oracle", "postgres")], "postgres") == "postgres"
+    assert run_dialect([m("postgres", "oracle"), m("oracle")], "postgres") == "oracle"
+    assert run_dialect([m("oracle")], "oracle") == "oracle"
+    assert run_dialect([m("postgres"), m("oracle")], "postgres") == "postgres"  # none shared: the caller's error
+    assert run_dialect([], "postgres") == "postgres"

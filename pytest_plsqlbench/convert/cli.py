@@ -16,7 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import DataError, UsageError
-from ..settings import DB_KINDS, Settings
+from ..manifests import discover, run_dialect
+from ..settings import DB_KINDS, Settings, default_db
 from ..tasks import DIALECTS, Task, task_from_dict, task_to_dict
 from .emitter import ASSERTION_MODES
 from .sources import SOURCES
@@ -60,7 +61,11 @@ def register(subparsers: Any) -> None:
     )
     val.add_argument("file", type=Path, nargs="?", help="output of plsqlbench convert")
     val.add_argument("--subset", help="a schema-grounded subset to check instead of FILE (spider, spider2-st, spider2-mt)")
-    val.add_argument("--plsql-dialect", choices=DIALECTS, default="postgres", help="dialect for --subset (default postgres)")
+    val.add_argument(
+        "--plsql-dialect",
+        choices=DIALECTS,
+        help="dialect for --subset (default postgres; oracle for subsets that exist only for Oracle)",
+    )
     val.add_argument("--plsql-data", type=Path, help="local PLSQLBench release for --subset (else downloaded)")
     val.add_argument("--plsql-data-cache", type=Path, help="where downloaded data is cached")
     val.add_argument("--plsql-db", choices=DB_KINDS, help="embedded (postgres default), container or dsn")
@@ -131,7 +136,7 @@ def run_validate(args: argparse.Namespace) -> int:
     if len(dialects) > 1:
         raise UsageError(f"{args.file}: mixes dialects {sorted(dialects)}")
     dialect = dialects.pop() if dialects else "postgres"
-    db = args.plsql_db or ("dsn" if args.plsql_dsn else "embedded" if dialect == "postgres" else "container")
+    db = args.plsql_db or default_db(dialect, args.plsql_dsn)
     if db == "dsn" and not args.plsql_dsn:
         raise UsageError("--plsql-db=dsn needs --plsql-dsn")
     if dialect == "oracle" and db == "embedded":
@@ -151,10 +156,12 @@ def _validate_subset(args: argparse.Namespace) -> int:
     """Gold-SQL check of a schema-grounded subset (``validate --subset spider``)."""
     from ..spider.validate import validate_subset
 
-    db = args.plsql_db or ("dsn" if args.plsql_dsn else "embedded" if args.plsql_dialect == "postgres" else "container")
+    known = discover()
+    dialect = args.plsql_dialect or run_dialect([known[args.subset]] if args.subset in known else [], "postgres")
+    db = args.plsql_db or default_db(dialect, args.plsql_dsn)
     settings = Settings(
         subsets=(args.subset,),
-        dialect=args.plsql_dialect,
+        dialect=dialect,
         db=db,
         dsn=args.plsql_dsn,
         timeout=args.plsql_timeout,
