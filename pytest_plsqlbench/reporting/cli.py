@@ -1,6 +1,6 @@
-"""``plsqlbench report``, ``plsqlbench leaderboard`` and ``plsqlbench merge``.
+"""``plsqlbench report``, ``leaderboard``, ``merge`` and ``compare``.
 
-All three read results files written by ``--plsql-results``; none needs pytest, a database or the
+All four read results files written by ``--plsql-results``; none needs pytest, a database or the
 benchmark data, so they run anywhere a results file was copied to (a CI artifact, a laptop).
 """
 
@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from ..errors import UsageError
 from ..results import read_document, write_document
 from ..summary import summary_lines
 
@@ -69,6 +70,23 @@ def cmd_merge(args: argparse.Namespace) -> int:
     print(f"merged {len(args.results)} results files into {args.output}", file=sys.stderr)
     if not args.quiet:
         print("\n".join(summary_lines(merged, 0)))
+    return 0
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    from .compare import compare, label_of, render
+
+    if len(args.results) < 2:
+        raise UsageError("compare needs at least two results files: the baseline first, then the others")
+    documents = [read_document(path) for path in args.results]
+    labels = [label_of(doc, path.stem) for doc, path in zip(documents, args.results)]
+    if len(set(labels)) < len(labels):  # two runs of one model: tell them apart by file
+        labels = [f"{label} ({path.name})" for label, path in zip(labels, args.results)]
+    comparisons = [
+        compare(documents[0], doc, (labels[0], label), force=args.force)
+        for doc, label in zip(documents[1:], labels[1:])
+    ]
+    _emit(render(comparisons, args.format), args.output)
     return 0
 
 
@@ -134,3 +152,19 @@ def register(subparsers: Any) -> None:
     )
     p.add_argument("-q", "--quiet", action="store_true", help="do not print the merged summary")
     p.set_defaults(func=cmd_merge)
+
+    p = subparsers.add_parser(
+        "compare",
+        help="compare models on the same tasks: deltas, paired CIs, McNemar, flipped tasks",
+        description="Compare each further results file with the first (the baseline), per subset and metric: "
+        "the difference over tasks judged in both runs with a paired bootstrap 95%% CI, an exact McNemar test "
+        "on Suite Pass@1, and the tasks that flipped. Refuses runs that differ in subsets, data revision, "
+        "dialect or scoring settings, or that were interrupted, and says why.",
+    )
+    p.add_argument("results", type=Path, nargs="+", metavar="RESULTS.json", help="baseline first, then one or more")
+    p.add_argument("--format", choices=("text", "markdown", "html"), default="text")
+    p.add_argument("-o", "--output", type=Path, metavar="FILE", help="write here instead of standard output")
+    p.add_argument(
+        "--force", action="store_true", help="compare even runs that are not comparable (the output names why not)"
+    )
+    p.set_defaults(func=cmd_compare)
