@@ -236,6 +236,16 @@ def pytest_configure(config: pytest.Config) -> None:
                 if mark not in known:
                     config.addinivalue_line("markers", f"{mark}: benchmark task marker")
                     known.add(mark)
+    runnable = any(not t.metadata.get("not_runnable") for _, ts in tasks.values() for t in ts)
+    if getattr(config, "workerinput", None) is None and not collect_only and runnable:
+        # Before any worker starts (and before a model is asked): a database this run cannot
+        # have is one usage error, not an infrastructure error per item.
+        from .dbcheck import check_database
+
+        try:
+            check_database(settings)
+        except UsageError as exc:
+            raise pytest.UsageError(str(exc)) from None
     if getattr(config, "workerinput", None) is None:
         collector = ResultsCollector(config, settings)
         config.stash[RESULTS_KEY] = collector

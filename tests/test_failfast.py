@@ -122,3 +122,33 @@ def test_progress_line_has_rate_eta_tokens_and_cost() -> None:
     line = format_progress({**snap, "workers": 1}, rate=0.5)
     assert line.startswith("plsql generation: 2/10 tasks -- 1 generated, 1 cached, 0 failed")
     assert "30.0 tasks/min, ETA 16s" in line and "120 tokens, $0.50" in line
+
+
+def test_oracle_without_its_driver_is_one_error(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    # An importable stand-in that fails as an uninstalled package would.
+    (pytester.path / "nodriver").mkdir()
+    (pytester.path / "nodriver" / "oracledb.py").write_text("raise ImportError('No module named oracledb')\n")
+    monkeypatch.setenv("PYTHONPATH", str(pytester.path / "nodriver"))
+    result = smoke(pytester, "--plsql-dialect=oracle", "--plsql-model=reference", "-n", "2")
+    assert result.ret == USAGE_ERROR
+    assert "pip install 'pytest-plsqlbench[oracle]'" in one_error_line(result)
+
+
+def test_container_without_docker_is_one_error(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DOCKER_HOST", f"unix://{pytester.path}/no-docker.sock")
+    result = smoke(pytester, "--plsql-db=container", "--plsql-model=reference")
+    assert result.ret == USAGE_ERROR
+    line = one_error_line(result)
+    try:
+        import testcontainers  # noqa: F401
+    except ImportError:  # without the extra, that is what is missing first
+        assert "pip install 'pytest-plsqlbench[container]'" in line
+    else:
+        assert "needs a running Docker" in line and "--plsql-dsn" in line
+
+
+def test_unreachable_dsn_is_one_error(pytester: pytest.Pytester) -> None:
+    result = smoke(pytester, "--plsql-dsn=postgresql://nobody@127.0.0.1:9/none?connect_timeout=2",
+                   "--plsql-model=reference", "-n", "2")
+    assert result.ret == USAGE_ERROR
+    assert "--plsql-dsn: cannot connect to PostgreSQL" in one_error_line(result)
