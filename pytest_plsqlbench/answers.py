@@ -94,5 +94,9 @@ class AnswersFile:
                 return self._by_key[key]
         return None
 
+    def keys(self) -> list[tuple[str | None, str, int]]:
+        """``(subset or None, task id, turn)`` of every entry, in file order."""
+        return list(self._by_key)
+
     def __len__(self) -> int:
         return len(self._by_key)

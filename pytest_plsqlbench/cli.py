@@ -9,7 +9,9 @@ from __future__ import annotations
 import argparse
 import importlib
 import logging
+import shutil
 import sys
+import textwrap
 from typing import Sequence
 
 from . import __version__
@@ -25,11 +27,13 @@ COMMAND_MODULES = (
 def _cmd_subsets(args: argparse.Namespace) -> int:
     from .manifests import discover
 
+    width = max(60, min(120, shutil.get_terminal_size((100, 24)).columns))
     for name, manifest in sorted(discover().items()):
         dialects = ",".join(manifest.dialects)
-        summary = " ".join(manifest.description.split())
-        summary = summary if len(summary) <= 96 else summary[:95].rstrip() + "…"
-        print(f"{name:<16} [{dialects}] {summary}")
+        print(f"{name}  [{dialects}]")
+        # The whole description, wrapped: a cut one hid what a subset is for.
+        for line in textwrap.wrap(" ".join(manifest.description.split()), width - 4):
+            print(f"    {line}")
     return 0
 
 

@@ -87,8 +87,8 @@ def _manifests(config: pytest.Config, settings: Settings) -> list[Manifest]:
     return chosen
 
 
-def load_tasks(config: pytest.Config, settings: Settings) -> dict[str, tuple[Path | None, list[Task]]]:
-    """Every selected subset's tasks in the run's dialect, sharded if asked."""
+def load_all_tasks(config: pytest.Config, settings: Settings) -> dict[str, tuple[Path | None, list[Task]]]:
+    """Every task of the chosen subsets in the run's dialect."""
     out: dict[str, tuple[Path | None, list[Task]]] = {}
     for manifest in _manifests(config, settings):
         try:
@@ -100,12 +100,74 @@ def load_tasks(config: pytest.Config, settings: Settings) -> dict[str, tuple[Pat
                 f"subset {manifest.name!r}: no installed plugin loads manifests with loader {manifest.loader!r}"
             )
         out[manifest.name] = (manifest.path, list(tasks))
+    return out
+
+
+def select_tasks(
+    out: dict[str, tuple[Path | None, list[Task]]], settings: Settings
+) -> dict[str, tuple[Path | None, list[Task]]]:
+    """The run's tasks: narrowed by --plsql-task, then sharded if asked."""
+    if settings.task_ids:
+        out = _only_tasks(out, settings.task_ids)
     if settings.shard:
         index, count = settings.shard
         ordered = sorted((subset, t.id) for subset, (_, ts) in out.items() for t in ts)
         keep = {key for n, key in enumerate(ordered) if n % count == index - 1}
         out = {s: (p, [t for t in ts if (s, t.id) in keep]) for s, (p, ts) in out.items()}
     return out
+
+
+def _only_tasks(
+    tasks: dict[str, tuple[Path | None, list[Task]]], wanted: tuple[str, ...]
+) -> dict[str, tuple[Path | None, list[Task]]]:
+    """``--plsql-task``: keep the tasks named exactly (id or node name); unknown names are an error."""
+    names = set(wanted)
+    out = {s: (p, [t for t in ts if t.id in names or t.node_name in names]) for s, (p, ts) in tasks.items()}
+    found = {n for _, ts in out.values() for t in ts for n in (t.id, t.node_name)}
+    unknown = [w for w in wanted if w not in found]
+    if unknown:
+        import difflib
+
+        every = sorted({t.id for _, ts in tasks.values() for t in ts})
+        hints = []
+        for name in unknown[:5]:
+            close = difflib.get_close_matches(name, every, n=1)
+            hints.append(f"{name} (did you mean {close[0]}?)" if close else name)
+        raise pytest.UsageError(
+            f"--plsql-task: no task {', '.join(hints)}{' ...' if len(unknown) > 5 else ''} in subset(s) "
+            f"{', '.join(tasks)}"
+        )
+    return out
+
+
+def check_answer_ids(config: pytest.Config, answers: Any, tasks: dict[str, tuple[Path | None, list[Task]]]) -> None:
+    """Entries of ``--plsql-answers`` that match no task are named: all of them is an error
+    (ids written another way, another subset's file), some of them a warning."""
+    ids: dict[str | None, set[str]] = {}
+    for subset, (_, ts) in tasks.items():
+        ids[subset] = {t.id for t in ts}
+    every = set().union(*ids.values()) if ids else set()
+    unmatched = sorted(
+        {f"{sub + '/' if sub else ''}{tid}" for sub, tid, _ in answers.keys()
+         if tid not in (ids.get(sub, set()) if sub else every)}
+    )
+    if not unmatched:
+        return
+    by_node = {t.node_name: t.id for _, ts in tasks.values() for t in ts}
+    hints = [f"{u} (the task id is {by_node[u]})" if u in by_node else u for u in unmatched[:5]]
+    shown = ", ".join(hints) + (f" ... (+{len(unmatched) - 5})" if len(unmatched) > 5 else "")
+    if len(unmatched) == len({(sub, tid) for sub, tid, _ in answers.keys()}):
+        raise pytest.UsageError(
+            f"--plsql-answers {get_settings(config).answers}: no entry matches a task of subset(s) "
+            f"{', '.join(tasks)}: {shown}"
+        )
+    config.issue_config_time_warning(
+        pytest.PytestConfigWarning(
+            f"--plsql-answers: {len(unmatched)} entr{'y' if len(unmatched) == 1 else 'ies'} match no task of "
+            f"subset(s) {', '.join(tasks)} and are not scored: {shown}"
+        ),
+        stacklevel=2,
+    )
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -118,7 +180,7 @@ def pytest_cmdline_main(config: pytest.Config) -> int | None:
         raise pytest.UsageError("--plsql-show-prompt needs --subset to know where TASK_ID is")
     config.stash[SETTINGS_KEY] = settings
     wanted = settings.show_prompt
-    for _, tasks in load_tasks(config, settings).values():
+    for _, tasks in load_all_tasks(config, settings).values():
         for task in tasks:
             if wanted in (task.id, task.node_name):
                 from .generation.prompts import render_prompt
@@ -143,7 +205,8 @@ def pytest_configure(config: pytest.Config) -> None:
         "dialect_oracle: item run in Oracle",
     ):
         config.addinivalue_line("markers", line)
-    collect_only = config.getoption("collectonly", False)
+    # Listing markers or collecting needs no answers.
+    collect_only = config.getoption("collectonly", False) or config.getoption("markers", False)
     if settings.model is None and settings.answers is None and not collect_only:
         raise pytest.UsageError(
             "--subset needs answers: --plsql-model=reference (the reference answers), "
@@ -158,8 +221,14 @@ def pytest_configure(config: pytest.Config) -> None:
             config.stash[ANSWERS_FILE_KEY] = AnswersFile(settings.answers)
         except UsageError as exc:
             raise pytest.UsageError(str(exc)) from None
-    tasks = load_tasks(config, settings)
+    every_task = load_all_tasks(config, settings)
+    tasks = select_tasks(every_task, settings)
     config.stash[TASKS_KEY] = tasks
+    if settings.answers is not None and not collect_only and getattr(config, "workerinput", None) is None:
+        from .builtin_answers import ANSWERS_FILE_KEY
+
+        # Against every task of the chosen subsets, not just this shard's or --plsql-task's.
+        check_answer_ids(config, config.stash[ANSWERS_FILE_KEY], every_task)
     known = {m.split(":")[0] for m in config.getini("markers")}
     for _, ts in tasks.values():
         for task in ts:
@@ -167,6 +236,16 @@ def pytest_configure(config: pytest.Config) -> None:
                 if mark not in known:
                     config.addinivalue_line("markers", f"{mark}: benchmark task marker")
                     known.add(mark)
+    runnable = any(not t.metadata.get("not_runnable") for _, ts in tasks.values() for t in ts)
+    if getattr(config, "workerinput", None) is None and not collect_only and runnable:
+        # Before any worker starts (and before a model is asked): a database this run cannot
+        # have is one usage error, not an infrastructure error per item.
+        from .dbcheck import check_database
+
+        try:
+            check_database(settings)
+        except UsageError as exc:
+            raise pytest.UsageError(str(exc)) from None
     if getattr(config, "workerinput", None) is None:
         collector = ResultsCollector(config, settings)
         config.stash[RESULTS_KEY] = collector

@@ -114,6 +114,13 @@ OPTIONS: tuple[Opt, ...] = (
         choices=ASSERTION_MODES,
     ),
     Opt("shard", "Run only shard I of N (deterministic split by task), e.g. 1/4.", metavar="I/N"),
+    Opt(
+        "task",
+        "Run only these tasks, by exact id (Mbpp/2 or its node name Mbpp-2; unlike -k, Mbpp-2 does "
+        "not also select Mbpp-20). Comma-separated, repeatable.",
+        many=True,
+        metavar="ID[,ID...]",
+    ),
     # --- answers
     Opt(
         "model",
@@ -246,6 +253,8 @@ class Settings:
     task_dirs: tuple[Path, ...] = ()
     assertions: str = "null-safe"
     shard: tuple[int, int] | None = None
+    #: ``--plsql-task``: exact task ids (or node names) to run; empty runs every task.
+    task_ids: tuple[str, ...] = ()
     model: str | None = None
     answers: Path | None = None
     api_base: str | None = None
@@ -350,6 +359,9 @@ class Settings:
             task_dirs=tuple(Path(d).expanduser() for d in v["tasks"] or ()),
             assertions=v["assertions"],
             shard=shard,
+            task_ids=tuple(
+                dict.fromkeys(p.strip() for item in v["task"] or () for p in str(item).split(",") if p.strip())
+            ),
             model=model,
             answers=answers,
             api_base=v["api-base"],

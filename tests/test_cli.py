@@ -16,8 +16,11 @@ def plsqlbench(*args: str, cwd: Path | None = None) -> subprocess.CompletedProce
 def test_subsets_lists_every_manifest() -> None:
     out = plsqlbench("subsets")
     assert out.returncode == 0
-    names = {line.split()[0] for line in out.stdout.splitlines()}
+    names = {line.split()[0] for line in out.stdout.splitlines() if not line.startswith(" ")}
     assert {"smoke", "mbpp", "mbpp-plus", "mbpp-sanitized", "spider", "spider2-st", "spider2-mt"} <= names
+    # Descriptions in full, wrapped, never cut.
+    assert "…" not in out.stdout
+    assert "it is not a benchmark of models." in " ".join(out.stdout.split())
 
 
 def test_validate_without_input_is_one_line_usage_error() -> None:

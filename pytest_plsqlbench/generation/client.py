@@ -14,6 +14,7 @@ provider's ``Retry-After`` when it sends one.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import email.utils
 import functools
 import gc
@@ -23,7 +24,8 @@ import os
 import random
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+import warnings
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any
@@ -66,20 +68,30 @@ def load_litellm() -> ModuleType:
             for name, value in LITELLM_ENV.items():
                 os.environ.setdefault(name, value)
             started = time.monotonic()
-            import litellm
+            with quiet_import():
+                import litellm
 
-            litellm.suppress_debug_info = True
-            litellm.telemetry = False
-            if not os.environ.get("LITELLM_LOG"):
-                # Its INFO lines ("Wrapper: Completed Call") would drown ours.
-                logging.getLogger("LiteLLM").setLevel(logging.WARNING)
-            _warm_up(litellm)
+                litellm.suppress_debug_info = True
+                litellm.telemetry = False
+                if not os.environ.get("LITELLM_LOG"):
+                    # Its INFO lines ("Wrapper: Completed Call") would drown ours.
+                    logging.getLogger("LiteLLM").setLevel(logging.WARNING)
+                _warm_up(litellm)
             # Collecting litellm's object graph at interpreter exit takes seconds (every xdist
             # worker pays it); freezing the heap at exit skips that, the OS frees the memory.
             atexit.register(gc.freeze)
             log.debug("imported litellm %s in %.1fs", litellm_version(), time.monotonic() - started)
             _litellm = litellm
     return _litellm
+
+
+@contextlib.contextmanager
+def quiet_import() -> Iterator[None]:
+    """litellm's import and first call emit pydantic UserWarnings (about 134 lines per xdist
+    worker) that say nothing about the run: silence warnings while litellm builds itself."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        yield
 
 
 def _warm_up(litellm: ModuleType) -> None:
@@ -109,9 +121,11 @@ class ProviderError(Exception):
     """The provider failed after the allowed retries (or with an error retrying cannot fix)."""
 
     def __init__(self, message: str, *, transient: bool, attempts: int, status_code: int | None = None,
-                 usage: Mapping[str, Any] | None = None, refused: bool = False) -> None:
+                 usage: Mapping[str, Any] | None = None, refused: bool = False, permanent: bool = False) -> None:
         super().__init__(message)
         self.transient = transient
+        #: The configuration is wrong (key, model name, request): every request will fail alike.
+        self.permanent = permanent
         #: The model itself could not answer this prompt (its context window is too small, its
         #: content policy refused): a model failure to score, not an infrastructure error.
         self.refused = refused
@@ -168,8 +182,25 @@ def is_refusal(exc: BaseException, litellm: ModuleType) -> bool:
     return bool(types) and isinstance(exc, types)
 
 
+#: litellm exceptions that no retry can fix: the key, the model name or the request is wrong.
+PERMANENT_ERRORS = ("AuthenticationError", "PermissionDeniedError", "NotFoundError", "BadRequestError",
+                    "UnprocessableEntityError", "UnsupportedParamsError")
+#: HTTP statuses that say the same.
+PERMANENT_STATUSES = frozenset({400, 401, 403, 404, 405, 422})
+
+
+def is_permanent(exc: BaseException, litellm: ModuleType) -> bool:
+    """The request can never succeed as configured (wrong key, unknown model, bad request)."""
+    types = tuple(t for t in (getattr(litellm, n, None) for n in PERMANENT_ERRORS) if isinstance(t, type))
+    return (bool(types) and isinstance(exc, types)) or _status(exc) in PERMANENT_STATUSES
+
+
 def is_transient(exc: BaseException, litellm: ModuleType) -> bool:
-    """429, 5xx, timeouts, connection failures and malformed replies: worth another try."""
+    """429, 5xx, timeouts, connection failures and malformed replies: worth another try.
+
+    Never an error :func:`is_permanent` recognises, whatever status litellm wrapped it in."""
+    if is_permanent(exc, litellm):
+        return False
     transient_types = tuple(
         t for t in (
             getattr(litellm, name, None)
@@ -243,6 +274,7 @@ class ModelClient:
             except Exception as exc:  # every provider failure is reported; the run goes on
                 refused = is_refusal(exc, litellm)
                 transient = not refused and is_transient(exc, litellm)
+                permanent = not refused and is_permanent(exc, litellm)
                 message = f"{type(exc).__name__}: {str(exc).strip() or 'no message'}"
                 if len(message) > 500:
                     message = message[:500] + " ..."
@@ -251,7 +283,7 @@ class ModelClient:
                     raise ProviderError(
                         message if transient else f"{message} (not retried)",
                         transient=transient, attempts=attempts, status_code=_status(exc), usage=usage,
-                        refused=refused,
+                        refused=refused, permanent=permanent,
                     ) from exc
                 delay = self.backoff(attempts, parse_retry_after(_headers(exc)))
                 log.info("%s: attempt %d failed (%s); retrying in %.2fs", self.model, attempts, message[:120], delay)

@@ -20,6 +20,7 @@ import pytest
 
 from .. import state
 from ..answers import Answer, Exchange
+from ..errors import UsageError
 from ..settings import Settings
 from ..tasks import Task
 from .cache import AnswerCache
@@ -45,6 +46,8 @@ class Generation:
     reporter: ProgressReporter | None = None
 
 
+#: Where pydantic warns about the TypedDicts litellm declares (see _setup).
+PYDANTIC_SCHEMA_MODULE = "pydantic._internal._generate_schema"
 GENERATION_KEY = pytest.StashKey[Generation]()
 RUN_ID_KEY = pytest.StashKey[str]()
 _SETUP_KEY = pytest.StashKey[bool]()
@@ -154,6 +157,10 @@ def _setup(config: pytest.Config) -> None:
     if settings is None or config.stash.get(_SETUP_KEY, False):
         return
     config.stash[_SETUP_KEY] = True
+    # litellm builds pydantic schemas lazily, on its first calls inside a test item, where
+    # pytest records each warning: ~130 "ReadOnly qualifier" lines per worker that say nothing
+    # about the run. An ini filter is what pytest applies inside every item.
+    config.addinivalue_line("filterwarnings", f"ignore::UserWarning:{PYDANTIC_SCHEMA_MODULE}")
     if state.is_xdist_controller(config) and getattr(config.option, "testrunuid", None) is None:
         # Workers take xdist's testrunuid; fixing it here lets the controller find their progress.
         config.option.testrunuid = uuid.uuid4().hex
@@ -186,8 +193,25 @@ def pytest_sessionstart(session: pytest.Session) -> None:
             terminal.write_line(line)
 
     gen = generation(config, settings)
+    if not config.getoption("collectonly", False) and not settings.cache_only:
+        _preflight(config, settings, gen)
     prune_stale(gen.cache.root)
     gen.reporter = ProgressReporter(progress_dir(gen.cache.root, gen.run_id), write).start()
+
+
+def _preflight(config: pytest.Config, settings: Settings, gen: Generation) -> None:
+    """Stop before any test runs when the model cannot be called (see preflight.py)."""
+    from ..plugin import TASKS_KEY
+    from .preflight import preflight
+
+    tasks = [
+        t for _, ts in config.stash.get(TASKS_KEY, {}).values() for t in ts if not t.metadata.get("not_runnable")
+    ]
+    try:
+        preflight(config, gen.service, tasks, name=settings.model or "", model=gen.model,
+                  api_base=settings.api_base, overrides=settings.model_aliases, samples=settings.samples)
+    except UsageError as exc:
+        raise pytest.UsageError(str(exc)) from None
 
 
 @pytest.hookimpl(tryfirst=True)

@@ -147,5 +147,5 @@ class Prefetcher:
             if answer.status != "ok":
                 break  # a later turn needs this one's answer
         if job.own and self.progress is not None:
-            self.progress.record(classify(answers))
+            self.progress.record(classify(answers), answers)
         return True

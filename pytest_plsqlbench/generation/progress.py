@@ -30,6 +30,8 @@ from ..answers import Answer
 log = logging.getLogger(__name__)
 
 KINDS = ("generated", "cached", "failed", "not_generated")
+#: Usage summed for the progress line.
+SPENDING = ("prompt_tokens", "completion_tokens", "cost_usd")
 
 
 def progress_dir(cache_root: Path, run_id: str) -> Path:
@@ -71,6 +73,8 @@ class ProgressWriter:
         self.own_total = own_total
         self.total = total
         self.counts = dict.fromkeys(KINDS, 0)
+        #: This run's spending so far (answers generated now, not those reused from the cache).
+        self.spent: dict[str, float] = dict.fromkeys(SPENDING, 0)
         self._lock = threading.Lock()
         self._last_write = 0.0
         self._min_interval = min_interval
@@ -79,9 +83,16 @@ class ProgressWriter:
     def done(self) -> int:
         return sum(self.counts.values())
 
-    def record(self, kind: str) -> None:
+    def record(self, kind: str, answers: Sequence[Answer] = ()) -> None:
         with self._lock:
             self.counts[kind] += 1
+            for answer in answers:
+                if answer.usage.get("cached"):
+                    continue
+                for name in SPENDING:
+                    value = answer.usage.get(name)
+                    if isinstance(value, (int, float)) and not isinstance(value, bool):
+                        self.spent[name] += value
             due = self.done >= self.own_total or time.monotonic() - self._last_write >= self._min_interval
         if due:
             self.flush()
@@ -89,7 +100,7 @@ class ProgressWriter:
     def snapshot(self) -> dict[str, Any]:
         with self._lock:
             return {"worker": self.worker, "own_total": self.own_total, "total": self.total, "done": self.done,
-                    **self.counts}
+                    **self.counts, **self.spent}
 
     def flush(self) -> None:
         if self.path is None:
@@ -116,7 +127,7 @@ def read_progress(directory: Path) -> dict[str, Any] | None:
     if not files:
         return None
     out: dict[str, Any] = dict.fromkeys(KINDS, 0)
-    out.update(done=0, total=0, workers=0)
+    out.update(dict.fromkeys(SPENDING, 0), done=0, total=0, workers=0)
     for path in files:
         try:
             data = json.loads(path.read_text(encoding="utf-8"))
@@ -126,14 +137,33 @@ def read_progress(directory: Path) -> dict[str, Any] | None:
         out["total"] = max(out["total"], int(data.get("total") or 0))
         for name in (*KINDS, "done"):
             out[name] += int(data.get(name) or 0)
+        for name in SPENDING:
+            out[name] += float(data.get(name) or 0)
     return out
 
 
-def format_progress(p: dict[str, Any]) -> str:
+def _duration(seconds: float) -> str:
+    seconds = int(round(seconds))
+    if seconds >= 3600:
+        return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m"
+    return f"{seconds // 60}m{seconds % 60:02d}s" if seconds >= 60 else f"{seconds}s"
+
+
+def format_progress(p: dict[str, Any], rate: float | None = None) -> str:
+    """One line: done/total, the mix, and -- given ``rate`` (tasks per second) -- rate and ETA,
+    then this run's tokens and cost so far."""
     line = (f"plsql generation: {p['done']}/{p['total']} tasks -- {p['generated']} generated, "
             f"{p['cached']} cached, {p['failed']} failed")
     if p.get("not_generated"):
         line += f", {p['not_generated']} not generated"
+    left = max(0, p["total"] - p["done"])
+    if rate and left:
+        line += f" | {rate * 60:.1f} tasks/min, ETA {_duration(left / rate)}"
+    tokens = int(p.get("prompt_tokens") or 0) + int(p.get("completion_tokens") or 0)
+    if tokens:
+        line += f" | {tokens:,} tokens"
+        if p.get("cost_usd"):
+            line += f", ${p['cost_usd']:.2f}"
     return line
 
 
@@ -173,6 +203,7 @@ class ProgressReporter:
 
     def _run(self) -> None:
         first_seen: float | None = None
+        done_at_first = 0
         last_print = 0.0
         last_line = ""
         while not self._stop.wait(self._poll):
@@ -180,8 +211,11 @@ class ProgressReporter:
             if progress is None:
                 continue
             now = time.monotonic()
-            first_seen = first_seen or now
-            line = format_progress(progress)
+            if first_seen is None:
+                first_seen, done_at_first = now, progress["done"]
+            elapsed = now - first_seen
+            rate = (progress["done"] - done_at_first) / elapsed if elapsed > 0 else None
+            line = format_progress(progress, rate or None)
             complete = progress["total"] and progress["done"] >= progress["total"]
             if complete:
                 if last_line and line != last_line:

@@ -60,6 +60,8 @@ class AnswerService:
         self._generations: dict[str, int] = {}
         #: Model requests made by this process (each may include retries), for tests and logs.
         self.requests = 0
+        #: The last error that said the configuration is wrong (key, model, request); see preflight.
+        self.permanent_error: ProviderError | None = None
 
     # ------------------------------------------------------------------ building requests
     def request(self, task: Task, turn: int, history: Sequence[Exchange], sample: int) -> Request:
@@ -118,6 +120,11 @@ class AnswerService:
         finally:
             key_lock.release()
 
+    def cached(self, task: Task, turn: int, history: Sequence[Exchange], sample: int = 0) -> bool:
+        """Whether the answer can be served without calling the model (memo or cache)."""
+        req = self.request(task, turn, history, sample)
+        return req.key in self._memo or self._from_cache(req, task) is not None
+
     # ------------------------------------------------------------------ cache side
     def _from_cache(self, req: Request, task: Task) -> Answer | None:
         record = self.cache.read(req)
@@ -161,6 +168,14 @@ class AnswerService:
                 completion = self.client.complete(req.messages)
             except ProviderError as exc:
                 generations = self._generations.get(key, 1)
+                if exc.permanent:
+                    # The key, the model name or the request is wrong, not this task's answer:
+                    # nothing is cached, so the run after the fix asks again at no cost.
+                    self.permanent_error = exc
+                    log.warning("generation failed for %s: %s", req.describe(), exc)
+                    usage = {**runtime_info(), **exc.usage, "status": "error", "cached": False}
+                    return Answer(code=None, status="error", error=str(exc), source="model", cache_key=key,
+                                  usage=usage)
                 if exc.refused:
                     # The model cannot answer this prompt: an empty answer, scored as its failure.
                     log.warning("the model refused %s: %s", req.describe(), exc)
