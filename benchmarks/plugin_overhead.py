@@ -26,7 +26,7 @@ import psycopg
 import pytest
 
 from pytest_plsqlbench.dialects.pg_server import EmbeddedServer
-from pytest_plsqlbench.plugin import load_tasks
+from pytest_plsqlbench.plugin import load_all_tasks, select_tasks
 from pytest_plsqlbench.scripts import split
 from pytest_plsqlbench.state import SETTINGS_KEY
 
@@ -36,7 +36,7 @@ def _tasks(subset: str, extra: list[str]):  # noqa: ANN202
     config._do_configure()  # noqa: SLF001 - a throwaway config to reuse the plugin's loaders
     try:
         settings = config.stash[SETTINGS_KEY]
-        return [t for _, ts in load_tasks(config, settings).values() for t in ts]
+        return [t for _, ts in select_tasks(load_all_tasks(config, settings), settings).values() for t in ts]
     finally:
         config._ensure_unconfigure()  # noqa: SLF001
 

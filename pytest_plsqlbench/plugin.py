@@ -14,7 +14,7 @@ from typing import Any, Generator
 
 import pytest
 
-from . import hooks
+from . import concise, hooks
 from .collect import HARNESS_KEY, Harness, PlsqlItem, build_items, make_record, scope_of
 from .errors import PlsqlBenchError, UsageError
 from .manifests import Manifest, discover, run_dialect
@@ -37,6 +37,7 @@ BUILTIN_PLUGINS = (
     "pytest_plsqlbench.loaders.plsqlbench",
     "pytest_plsqlbench.generation.plugin",
     "pytest_plsqlbench.faults",
+    "pytest_plsqlbench.concise",
 )
 
 
@@ -335,8 +336,17 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
     collector = config.stash.get(RESULTS_KEY, None)
     if collector is None or not collector.records:
         return
+    document = collector.document()
+    if concise.is_concise(config):
+        failures = concise.failure_lines(document)
+        if failures:
+            terminalreporter.write_sep(
+                "=", f"PLSQLBench failures: {len(failures)} task turn(s) (-v or --tb=short: every failing test)"
+            )
+            for line in failures:
+                terminalreporter.write_line(line)
     terminalreporter.write_sep("=", "PLSQLBench summary")
-    for line in summary_lines(collector.document(), config.get_verbosity()):
+    for line in summary_lines(document, config.get_verbosity()):
         terminalreporter.write_line(line)
 
 

@@ -1,0 +1,105 @@
+"""Concise failure output: one line per failed task turn instead of a section per test item.
+
+A weak model fails tens of thousands of items; pytest's default then prints a traceback
+section and a short-summary line for each (20 MB of output for MBPP+), and its terminal summary
+pairs every failure with its teardown reports by rescanning all reports, which grows with the
+square of the failures. A benchmark reader wants the other granularity: which task turns failed,
+how, and the first difference. So, unless the user asked for details (``-v``, ``--tb=...`` or
+``-r...``), a benchmark run prints no per-item failure sections (``--tb=no``, no ``f``/``E`` in
+``-r``) and ends with one line per failed task turn, built from the results document.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import pytest
+
+from .metrics import UNIT_PRIORITY
+from .outcomes import EXCLUDED, INFRASTRUCTURE, LABELS, PASSED, SKIPPED
+
+#: pytest's own default for ``-r``; any other value was asked for.
+DEFAULT_REPORTCHARS = ("fE", "")
+CONCISE_KEY = pytest.StashKey[bool]()
+#: Characters of a failure line (a first difference can be a long value).
+LINE_WIDTH = 240
+
+
+def apply(config: pytest.Config) -> None:
+    """Switch pytest's per-item failure output off where the user did not ask for it."""
+    option = config.option
+    if getattr(option, "tbstyle", "auto") != "auto" or config.get_verbosity() > 0:
+        return
+    if getattr(option, "reportchars", "fE") not in DEFAULT_REPORTCHARS:
+        return
+    option.tbstyle = "no"
+    option.reportchars = ""
+    config.stash[CONCISE_KEY] = True
+
+
+def is_concise(config: pytest.Config) -> bool:
+    return config.stash.get(CONCISE_KEY, False)
+
+
+def _natural(text: str) -> list[Any]:
+    import re
+
+    return [int(p) if p.isdigit() else p.lower() for p in re.split(r"(\d+)", text)]
+
+
+def _unit_class(classes: Iterable[str]) -> str | None:
+    found = set(classes)
+    for cls in UNIT_PRIORITY:
+        if cls in found:
+            return cls
+    if found & set(EXCLUDED):
+        return INFRASTRUCTURE if INFRASTRUCTURE in found else sorted(found & set(EXCLUDED))[0]
+    return None
+
+
+def _first_difference(test: Mapping[str, Any]) -> str:
+    message = " ".join(str(test.get("message") or "").split())
+    expected, actual = test.get("expected"), test.get("actual")
+    if expected is not None and actual is not None and "expected" not in message:
+        diff = next(((i, e, a) for i, (e, a) in enumerate(zip(expected, actual)) if e != a), None)
+        if diff is not None:
+            message += f" (line {diff[0] + 1}: expected {diff[1]!r}, got {diff[2]!r})"
+        elif len(expected) != len(actual):
+            message += f" (expected {len(expected)} lines, got {len(actual)})"
+    return message
+
+
+def failure_lines(document: Mapping[str, Any], width: int = LINE_WIDTH) -> list[str]:
+    """``subset/task[/turn-N][/sample-k]: [class] f of n tests failed; e.g. test: difference``.
+
+    The class is the turn's, as the summary counts it (its earliest failing stage); the example
+    is a test failing with that class, with the first line where its output differs."""
+    lines = []
+    for task in sorted(document.get("tasks") or (), key=lambda t: (t["subset"], _natural(t["task_id"]))):
+        units: dict[tuple[int, int], list[Mapping[str, Any]]] = defaultdict(list)
+        for test in task.get("tests") or ():
+            units[(int(test.get("sample") or 0), int(test.get("turn", 1)))].append(test)
+        for (sample, turn), tests in sorted(units.items()):
+            failed = [t for t in tests if t.get("failure_class", PASSED) not in (PASSED, SKIPPED)]
+            cls = _unit_class(t["failure_class"] for t in failed)
+            if cls is None:
+                continue
+            first = next(t for t in failed if t["failure_class"] == cls)
+            where = f"{task['subset']}/{task.get('node') or task['task_id']}"
+            if int(task.get("n_turns") or 1) > 1:
+                where += f"/turn-{turn}"
+            if int(document.get("header", {}).get("samples") or 1) > 1:
+                where += f"/sample-{sample + 1}"
+            line = (f"{where}: [{LABELS.get(cls, cls)}] {len(failed)} of {len(tests)} tests failed; "
+                    f"e.g. {first['test_id']}: {_first_difference(first)}")
+            lines.append(line if len(line) <= width else line[: width - 3] + "...")
+    return lines
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_configure(config: pytest.Config) -> None:
+    # tryfirst: the terminal reporter reads -r when it is created, in its own pytest_configure.
+    if config.getoption("plsql_subset", None) and not config.getoption("collectonly", False):
+        apply(config)
