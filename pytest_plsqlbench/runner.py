@@ -27,7 +27,7 @@ from . import outcomes
 from .answers import Answer
 from .comparators import compare_output, compare_rows
 from .dialects.base import Backend, DbError, Execution
-from .errors import InfrastructureError
+from .errors import FixtureError, InfrastructureError
 from .outcomes import TestOutcome
 from .settings import Settings
 from .tasks import Task, UnitTest
@@ -142,6 +142,8 @@ class TaskRun:
     def _with_recovery(self, action: Callable[[], object]) -> object:
         try:
             return action()
+        except FixtureError:
+            raise  # the data's fault: recovering the database would not help
         except InfrastructureError as first:
             log.warning("task %s: %s; recovering and retrying once", self.task.id, first)
             try:
