@@ -78,7 +78,7 @@ def test_postgres_fixture_drops_not_null_and_loads_empty_strings_as_null(spider_
     assert script.count(alter) == 1
     assert script.index("CREATE TABLE cre_doc_template_mgt.templates") < script.index(alter) < script.index("\nINSERT")
     assert "''" not in script.split(alter, 1)[1]  # '' is Oracle's NULL
-    assert pg.rows == 40 and pg.problems == []
+    assert pg.rows_loaded == 40 and pg.problems == []
 
 
 def _copy_with(tmp: Path, sample: Path, tables: dict) -> Path:
@@ -147,16 +147,13 @@ class _Backend(Backend):
             raise FixtureError("fixture 'bad' failed to load: boom")
 
     def start(self) -> None: ...
+
     def stop(self) -> None: ...
-    def session(self):  # noqa: ANN201
+
+    def session(self):  # noqa: ANN201 - never used here
         raise NotImplementedError
-    def terminate(self, pid: int | None) -> None: ...
-    def alive(self) -> bool:
-        return True
+
     def recover(self) -> None: ...
-    def reset_scratch(self) -> None: ...
-    def scratch_objects(self) -> list[str]:
-        return []
 
     @property
     def version(self) -> str:
@@ -164,8 +161,7 @@ class _Backend(Backend):
 
 
 def test_a_failed_fixture_is_remembered_not_loaded_again() -> None:
-    backend = _Backend.__new__(_Backend)
-    _Backend.__init__(backend)
+    backend = _Backend()
     good, bad = Fixture("good", ""), Fixture("bad", "")
     with pytest.raises(FixtureError, match="boom"):
         backend.ensure_fixtures([good, bad])
