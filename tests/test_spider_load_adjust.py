@@ -168,3 +168,17 @@ def test_a_failed_fixture_is_remembered_not_loaded_again() -> None:
     with pytest.raises(FixtureError, match="boom"):
         backend.ensure_fixtures([good, bad])
     assert backend.loads == ["good", "bad"]  # one attempt, then the remembered cause
+
+
+def test_an_entry_mixing_databases_keeps_only_its_own_rows(tmp_path: Path, spider_sample: Path) -> None:
+    own = f'INSERT INTO {OWNER}.DOCUMENTS ("DOCUMENT_ID") VALUES (1), (2), (3)'
+    other = 'INSERT INTO CRE_DOCS_AND_EPENSES.DOCUMENTS ("DOCUMENT_ID") VALUES (57)'
+    root = _copy_with(
+        tmp_path,
+        spider_sample,
+        {"Documents": {"insert_statements": [own, other], "source_database": OWNER.lower(), "total_rows": 4}},
+    )
+    cat = Catalog.spider(root)
+    assert cat.inserts[f"{OWNER}.DOCUMENTS"] == [own] and "CRE_DOCS_AND_EPENSES.DOCUMENTS" not in cat.inserts
+    assert cat.table_rows(f"{OWNER}.DOCUMENTS") == 3  # counted, not the entry's total_rows
+    assert cat.foreign_rows and "1 statement(s) insert into CRE_DOCS_AND_EPENSES.DOCUMENTS" in cat.foreign_rows[0]

@@ -158,6 +158,8 @@ class Catalog:
         self, statements: Iterable[str], where: str, total_rows: Any = None, source: str | None = None
     ) -> None:
         statements = list(statements)
+        kept: list[tuple[str, str, str]] = []
+        foreign: dict[str, int] = {}
         for stmt in statements:
             m = _INSERT_HEAD.match(stmt)
             if m is None:
@@ -166,20 +168,23 @@ class Catalog:
                 )
             key = f"{_bare(m.group('owner'))}.{_bare(m.group('table'))}"
             if source and not self._belongs(key, source):
-                self.foreign_rows.append(
-                    f"{where}: its source_database is {source}, but it inserts into {key}; not loaded "
-                    "(never another database's rows)"
-                )
-                log.warning("%s", self.foreign_rows[-1])
-                return
+                foreign[key] = foreign.get(key, 0) + 1
+                continue
+            kept.append((key, m.group("values"), stmt))
+        for key, n in foreign.items():
+            self.foreign_rows.append(
+                f"{where}: its source_database is {source}, but {n} statement(s) insert into {key}; "
+                "not loaded (never another database's rows)"
+            )
+            log.warning("%s", self.foreign_rows[-1])
+        # total_rows counts the entry's rows when all of them went to one table.
+        use_total = isinstance(total_rows, int) and not foreign and len({k for k, _, _ in kept}) == 1
+        for key, values, stmt in kept:
             self.inserts.setdefault(key, []).append(stmt.strip().rstrip(";"))
-            if not isinstance(total_rows, int):
-                self.rows[key] = self.rows.get(key, 0) + len(_TUPLE_SEP.findall(m.group("values"))) + 1
-        if isinstance(total_rows, int) and statements:
-            m = _INSERT_HEAD.match(next(iter(statements)))
-            if m is not None:
-                key = f"{_bare(m.group('owner'))}.{_bare(m.group('table'))}"
-                self.rows[key] = self.rows.get(key, 0) + total_rows
+            if not use_total:
+                self.rows[key] = self.rows.get(key, 0) + len(_TUPLE_SEP.findall(values)) + 1
+        if use_total:
+            self.rows[kept[0][0]] = self.rows.get(kept[0][0], 0) + total_rows
 
     def add_spider_dml(self, path: Path) -> None:
         """``spider_dml.json``: ``{metadata, tables: {NAME: {insert_statements, total_rows ...}}}``."""
@@ -279,6 +284,8 @@ class Catalog:
                     m = _INSERT_HEAD.match(stmt)
                     if m is None:
                         continue
+                    if "''" not in m.group("values") and "NULL" not in m.group("values").upper():
+                        continue  # the common case: nothing to count
                     names = [_bare(c.strip()) for c in m.group("cols").split(",") if c.strip()]
                     for col, (n, empty) in null_counts(names, [m.group("values")]).items():
                         old = counts.get(col, (0, 0))
