@@ -15,6 +15,9 @@ from pathlib import Path
 
 import pytest
 
+from pytest_plsqlbench.settings import Settings
+from pytest_plsqlbench.spider.validate import validate_subset
+
 NOT_NULL_LINE = (
     "  load of CRE_DOC_TEMPLATE_MGT adjusted: CRE_DOC_TEMPLATE_MGT.TEMPLATES.TEMPLATE_DETAILS: NOT NULL not "
     "enforced, as in the release's load (20 row(s) insert '', which Oracle stores as NULL; the release "
@@ -140,3 +143,16 @@ def test_a_load_that_fails_is_a_data_error_once_per_database(
     assert data_report.count("failed to load") == 1  # once for the database, with its tasks
     summary = json.loads(results.read_text())["subsets"]["spider"]
     assert summary["failure_classes"]["infrastructure"] == 0 and len(summary["skipped_tasks"]) == 22
+
+
+def test_validate_runs_every_gold_query_on_the_releases_database(spider_sample: Path, tmp_path: Path) -> None:
+    settings = Settings(subsets=(), dialect="postgres", data=spider_sample, data_cache=tmp_path / "cache")
+    lines, ok = validate_subset(settings, "spider")
+    assert ok, lines
+    assert lines[1:] == [
+        "  gold queries transpiled to PostgreSQL: 22 of 22 with their schema (22 of 22 overall)",
+        "  gold queries run: 22 of 22 tried (11 return no rows, e.g. on empty tables); failed: 0",
+        NOT_NULL_LINE,
+        "  table CRE_DOC_TEMPLATE_MGT.DOCUMENTS has no rows in the data (no 'Documents' entry for this "
+        "database in the DML)",
+    ]
