@@ -27,6 +27,25 @@ def spider_sample(shared_data: Path) -> Path:
     return shared_data / "plsqlbench-spider-sample"
 
 
+@pytest.fixture
+def oracle_server(monkeypatch: pytest.MonkeyPatch):  # noqa: ANN201 - test_oracle_session.FakeServer
+    """The fake Oracle driver of test_oracle_session (statements logged, none really run)."""
+    import test_oracle_session as fake
+
+    state = fake.FakeServer()
+    driver = fake.SimpleNamespace(
+        Error=fake.Error,
+        DatabaseError=fake.DatabaseError,
+        IntegrityError=fake.IntegrityError,
+        connect=lambda **kw: fake.AdminConnection(state),
+        **vars(fake.DB),
+    )
+    from pytest_plsqlbench.dialects import oracle
+
+    monkeypatch.setattr(oracle, "_driver", lambda: driver)
+    return state
+
+
 def test_value_rows_split_tuples_and_fields_outside_strings_and_calls() -> None:
     values = "(1, 'a, (b)', TO_DATE('2020-01-01', 'YYYY-MM-DD'), ''), (2, 'it''s', NULL, 'x')"
     assert list(value_rows(values)) == [
@@ -182,3 +201,53 @@ def test_an_entry_mixing_databases_keeps_only_its_own_rows(tmp_path: Path, spide
     assert cat.inserts[f"{OWNER}.DOCUMENTS"] == [own] and "CRE_DOCS_AND_EPENSES.DOCUMENTS" not in cat.inserts
     assert cat.table_rows(f"{OWNER}.DOCUMENTS") == 3  # counted, not the entry's total_rows
     assert cat.foreign_rows and "1 statement(s) insert into CRE_DOCS_AND_EPENSES.DOCUMENTS" in cat.foreign_rows[0]
+
+
+# --------------------------------------------------------------------------- Oracle backend (fake driver)
+def test_oracle_backend_runs_the_adjusted_spider_fixture_as_its_owner(spider_sample: Path, oracle_server) -> None:
+    """The Spider fixture through the Oracle backend (a fake driver: no Oracle here): the NOT NULL
+    column is relaxed right after its CREATE TABLE, before the release's multi-row INSERTs."""
+    from pytest_plsqlbench.dialects import oracle
+
+    fixture = Catalog.spider(spider_sample).oracle_fixture(OWNER)
+    settings = Settings(subsets=(), dialect="oracle", db="dsn", dsn="admin/pw@db:1521/svc")
+    backend = oracle.OracleBackend(settings, "gw0")
+    backend.start()
+    backend.ensure_fixtures([fixture])
+    log = oracle_server.log
+    create = next(i for i, s in enumerate(log) if s.startswith(f"CREATE TABLE {OWNER}.TEMPLATES"))
+    alter = log.index(f'ALTER TABLE "{OWNER}"."TEMPLATES" MODIFY ("TEMPLATE_DETAILS" NULL)')
+    first_insert = next(i for i, s in enumerate(log) if s.startswith("INSERT /*+ APPEND */"))
+    assert create < alter < first_insert
+    schema = [s for s in log[:alter] if s.startswith("ALTER SESSION SET CURRENT_SCHEMA")][-1]
+    assert schema == f'ALTER SESSION SET CURRENT_SCHEMA = "{OWNER}"'
+    assert sum(s.startswith("INSERT /*+ APPEND */") for s in log) == 3
+    backend.stop()
+
+
+def test_oracle_fixture_failure_is_a_data_error_not_retried(
+    spider_sample: Path, oracle_server, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from pytest_plsqlbench.dialects import oracle
+
+    import test_oracle_session as fake
+
+    real = fake.AdminCursor.execute
+
+    def execute(self, text: str, params=()) -> None:  # noqa: ANN001
+        if text.startswith(f"INSERT /*+ APPEND */ INTO {OWNER}.TEMPLATES"):
+            oracle_server.log.append(text)
+            raise fake.ora("ORA-01400", f'cannot insert NULL into ("{OWNER}"."TEMPLATES"."TEMPLATE_DETAILS")')
+        return real(self, text, params)
+
+    monkeypatch.setattr(fake.AdminCursor, "execute", execute)
+    fixture = Catalog.spider(spider_sample).oracle_fixture(OWNER)
+    backend = oracle.OracleBackend(Settings(subsets=(), dialect="oracle", db="dsn", dsn="admin/pw@db/svc"), "gw0")
+    backend.start()
+    with pytest.raises(FixtureError, match="failed to load at script line .*ORA-01400: cannot insert NULL"):
+        backend.ensure_fixtures([fixture])
+    attempts = sum(s.startswith(f"INSERT /*+ APPEND */ INTO {OWNER}.TEMPLATES") for s in oracle_server.log)
+    with pytest.raises(FixtureError, match="ORA-01400"):
+        backend.ensure_fixtures([fixture])  # the next task of this database: the same cause, no reload
+    assert sum(s.startswith(f"INSERT /*+ APPEND */ INTO {OWNER}.TEMPLATES") for s in oracle_server.log) == attempts
+    backend.stop()
