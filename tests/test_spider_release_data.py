@@ -117,8 +117,9 @@ def test_an_answers_file_is_judged_task_by_task(pytester: pytest.Pytester, spide
     assert summary["failure_classes"]["infrastructure"] == 0
 
 
+@pytest.mark.parametrize("workers", ["0", "2"])
 def test_a_load_that_fails_is_a_data_error_once_per_database(
-    pytester: pytest.Pytester, spider_sample: Path, tmp_path: Path
+    pytester: pytest.Pytester, spider_sample: Path, tmp_path: Path, workers: str
 ) -> None:
     """A fault no build-time check catches (a duplicate key) is reported with its cause, and the
     tasks needing the database are skipped as not runnable -- not infrastructure errors."""
@@ -130,7 +131,7 @@ def test_a_load_that_fails_is_a_data_error_once_per_database(
     entry["insert_statements"] = [entry["insert_statements"][0] + ", ('PPT', 'Presentation again')"]
     dml.write_text(json.dumps(doc))
     results = pytester.path / "results.json"
-    result = run(pytester, copy, "--plsql-model=reference", "-rs", f"--plsql-results={results}")
+    result = run(pytester, copy, "--plsql-model=reference", "-rs", f"--plsql-results={results}", "-n", workers)
     result.assert_outcomes(skipped=22)
     result.stdout.fnmatch_lines(
         [
