@@ -28,7 +28,7 @@ def spider_sample(shared_data: Path) -> Path:
 
 
 @pytest.fixture
-def oracle_server(monkeypatch: pytest.MonkeyPatch):  # noqa: ANN201 - test_oracle_session.FakeServer
+def oracle_server(monkeypatch: pytest.MonkeyPatch):
     """The fake Oracle driver of test_oracle_session (statements logged, none really run)."""
     import test_oracle_session as fake
 
@@ -63,7 +63,9 @@ def test_table_columns() -> None:
     assert cols.not_null == {"A", "B"} and cols.primary_key == {"A"}
 
 
-def test_the_excerpt_relaxes_exactly_the_column_the_release_puts_empty_strings_into(spider_sample: Path) -> None:
+def test_the_excerpt_relaxes_exactly_the_column_the_release_puts_empty_strings_into(
+    spider_sample: Path,
+) -> None:
     cat = Catalog.spider(spider_sample)
     adjust = cat.adjustments(OWNER)
     assert [(r.table, r.column, r.rows, r.empty_strings) for r in adjust.relaxed] == [
@@ -74,7 +76,9 @@ def test_the_excerpt_relaxes_exactly_the_column_the_release_puts_empty_strings_i
     assert cat.foreign_rows == []
 
 
-def test_oracle_fixture_keeps_the_published_statements_and_relaxes_after_the_create(spider_sample: Path) -> None:
+def test_oracle_fixture_keeps_the_published_statements_and_relaxes_after_the_create(
+    spider_sample: Path,
+) -> None:
     """The Oracle path gets the same adjustment: the published DDL verbatim, then MODIFY ... NULL
     before the first INSERT, run as the owner (partition_fixture routes it there)."""
     cat = Catalog.spider(spider_sample)
@@ -95,7 +99,11 @@ def test_postgres_fixture_drops_not_null_and_loads_empty_strings_as_null(spider_
     script = pg.fixture.script
     alter = 'ALTER TABLE "cre_doc_template_mgt"."templates" ALTER COLUMN "template_details" DROP NOT NULL;'
     assert script.count(alter) == 1
-    assert script.index("CREATE TABLE cre_doc_template_mgt.templates") < script.index(alter) < script.index("\nINSERT")
+    assert (
+        script.index("CREATE TABLE cre_doc_template_mgt.templates")
+        < script.index(alter)
+        < script.index("\nINSERT")
+    )
     assert "''" not in script.split(alter, 1)[1]  # '' is Oracle's NULL
     assert pg.rows_loaded == 40 and pg.problems == []
 
@@ -118,7 +126,13 @@ def test_another_databases_rows_are_never_loaded(tmp_path: Path, spider_sample: 
     root = _copy_with(
         tmp_path,
         spider_sample,
-        {"Documents": {"insert_statements": [stmt], "source_database": "cre_Docs_and_Epenses", "total_rows": 2}},
+        {
+            "Documents": {
+                "insert_statements": [stmt],
+                "source_database": "cre_Docs_and_Epenses",
+                "total_rows": 2,
+            }
+        },
     )
     cat = Catalog.spider(root)
     assert f"{OWNER}.DOCUMENTS" not in cat.inserts and cat.table_rows(f"{OWNER}.DOCUMENTS") == 0
@@ -138,7 +152,13 @@ def test_null_into_a_primary_key_makes_the_database_not_runnable_at_build_time(
     root = _copy_with(
         tmp_path,
         spider_sample,
-        {"Documents": {"insert_statements": [stmt], "source_database": "cre_Doc_Template_Mgt", "total_rows": 2}},
+        {
+            "Documents": {
+                "insert_statements": [stmt],
+                "source_database": "cre_Doc_Template_Mgt",
+                "total_rows": 2,
+            }
+        },
     )
     for dialect in ("oracle", "postgres"):
         settings = Settings(subsets=("spider",), dialect=dialect, data=root, data_cache=tmp_path / "cache")
@@ -146,8 +166,10 @@ def test_null_into_a_primary_key_makes_the_database_not_runnable_at_build_time(
         assert len(tasks) == 22 and all(t.fixtures == () for t in tasks)
         reasons = {t.metadata["not_runnable"] for t in tasks}
         assert reasons == {
-            f"data error: schema {OWNER} cannot be loaded: 1 row(s) of {OWNER}.DOCUMENTS insert NULL (or '') "
-            "into primary-key column DOCUMENT_ID"
+            (
+                f"data error: schema {OWNER} cannot be loaded: 1 row(s) of {OWNER}.DOCUMENTS insert NULL (or '') "
+                "into primary-key column DOCUMENT_ID"
+            )
         }
         assert all("not_runnable" in t.markers for t in tasks)
         assert list(notes.unloadable) == [OWNER]
@@ -169,7 +191,7 @@ class _Backend(Backend):
 
     def stop(self) -> None: ...
 
-    def session(self):  # noqa: ANN201 - never used here
+    def session(self):
         raise NotImplementedError
 
     def recover(self) -> None: ...
@@ -200,11 +222,16 @@ def test_an_entry_mixing_databases_keeps_only_its_own_rows(tmp_path: Path, spide
     cat = Catalog.spider(root)
     assert cat.inserts[f"{OWNER}.DOCUMENTS"] == [own] and "CRE_DOCS_AND_EPENSES.DOCUMENTS" not in cat.inserts
     assert cat.table_rows(f"{OWNER}.DOCUMENTS") == 3  # counted, not the entry's total_rows
-    assert cat.foreign_rows and "1 statement(s) insert into CRE_DOCS_AND_EPENSES.DOCUMENTS" in cat.foreign_rows[0]
+    assert (
+        cat.foreign_rows
+        and "1 statement(s) insert into CRE_DOCS_AND_EPENSES.DOCUMENTS" in cat.foreign_rows[0]
+    )
 
 
 # --------------------------------------------------------------------------- Oracle backend (fake driver)
-def test_oracle_backend_runs_the_adjusted_spider_fixture_as_its_owner(spider_sample: Path, oracle_server) -> None:
+def test_oracle_backend_runs_the_adjusted_spider_fixture_as_its_owner(
+    spider_sample: Path, oracle_server
+) -> None:
     """The Spider fixture through the Oracle backend (a fake driver: no Oracle here): the NOT NULL
     column is relaxed right after its CREATE TABLE, before the release's multi-row INSERTs."""
     from pytest_plsqlbench.dialects import oracle
@@ -228,13 +255,13 @@ def test_oracle_backend_runs_the_adjusted_spider_fixture_as_its_owner(spider_sam
 def test_oracle_fixture_failure_is_a_data_error_not_retried(
     spider_sample: Path, oracle_server, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from pytest_plsqlbench.dialects import oracle
-
     import test_oracle_session as fake
+
+    from pytest_plsqlbench.dialects import oracle
 
     real = fake.AdminCursor.execute
 
-    def execute(self, text: str, params=()) -> None:  # noqa: ANN001
+    def execute(self, text: str, params=()) -> None:
         if text.startswith(f"INSERT /*+ APPEND */ INTO {OWNER}.TEMPLATES"):
             oracle_server.log.append(text)
             raise fake.ora("ORA-01400", f'cannot insert NULL into ("{OWNER}"."TEMPLATES"."TEMPLATE_DETAILS")')
@@ -242,12 +269,17 @@ def test_oracle_fixture_failure_is_a_data_error_not_retried(
 
     monkeypatch.setattr(fake.AdminCursor, "execute", execute)
     fixture = Catalog.spider(spider_sample).oracle_fixture(OWNER)
-    backend = oracle.OracleBackend(Settings(subsets=(), dialect="oracle", db="dsn", dsn="admin/pw@db/svc"), "gw0")
+    backend = oracle.OracleBackend(
+        Settings(subsets=(), dialect="oracle", db="dsn", dsn="admin/pw@db/svc"), "gw0"
+    )
     backend.start()
     with pytest.raises(FixtureError, match="failed to load at script line .*ORA-01400: cannot insert NULL"):
         backend.ensure_fixtures([fixture])
     attempts = sum(s.startswith(f"INSERT /*+ APPEND */ INTO {OWNER}.TEMPLATES") for s in oracle_server.log)
     with pytest.raises(FixtureError, match="ORA-01400"):
         backend.ensure_fixtures([fixture])  # the next task of this database: the same cause, no reload
-    assert sum(s.startswith(f"INSERT /*+ APPEND */ INTO {OWNER}.TEMPLATES") for s in oracle_server.log) == attempts
+    assert (
+        sum(s.startswith(f"INSERT /*+ APPEND */ INTO {OWNER}.TEMPLATES") for s in oracle_server.log)
+        == attempts
+    )
     backend.stop()

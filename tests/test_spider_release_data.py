@@ -50,17 +50,23 @@ def test_published_references_on_the_releases_database(
     pytester: pytest.Pytester, spider_sample: Path, workers: str
 ) -> None:
     results = pytester.path / "results.json"
-    result = run(pytester, spider_sample, "--plsql-model=reference", "-n", workers, f"--plsql-results={results}")
+    result = run(
+        pytester, spider_sample, "--plsql-model=reference", "-n", workers, f"--plsql-results={results}"
+    )
     # No infrastructure error: the data loads, with its adjustment named.
     result.assert_outcomes(passed=16, failed=6)
     result.stdout.fnmatch_lines(
         [
             "  runnable: 22 (22 with data, 0 on empty tables); ran: 22 (22 with data, 0 on empty tables)",
             NOT_NULL_LINE,
-            "  table CRE_DOC_TEMPLATE_MGT.DOCUMENTS has no rows in the data (no 'Documents' entry for this "
-            "database in the DML); 19 task(s) run on it empty: spider_0, spider_1, *",
-            "  published references run: 22; pass the strict comparator: 16; fail it merely on formatting "
-            "(lenient pass): 6 [header 1, label 4, one-line 1]; fail both: 0; not evaluated: 0",
+            (
+                "  table CRE_DOC_TEMPLATE_MGT.DOCUMENTS has no rows in the data (no 'Documents' entry for this "
+                "database in the DML); 19 task(s) run on it empty: spider_0, spider_1, *"
+            ),
+            (
+                "  published references run: 22; pass the strict comparator: 16; fail it merely on formatting "
+                "(lenient pass): 6 [header 1, label 4, one-line 1]; fail both: 0; not evaluated: 0"
+            ),
             "    formatting only: spider_8, spider_9, spider_11, spider_17, spider_19, spider_20",
         ]
     )
@@ -131,12 +137,16 @@ def test_a_load_that_fails_is_a_data_error_once_per_database(
     entry["insert_statements"] = [entry["insert_statements"][0] + ", ('PPT', 'Presentation again')"]
     dml.write_text(json.dumps(doc))
     results = pytester.path / "results.json"
-    result = run(pytester, copy, "--plsql-model=reference", "-rs", f"--plsql-results={results}", "-n", workers)
+    result = run(
+        pytester, copy, "--plsql-model=reference", "-rs", f"--plsql-results={results}", "-n", workers
+    )
     result.assert_outcomes(skipped=22)
     result.stdout.fnmatch_lines(
         [
-            "  not runnable, data error at load (22): fixture 'plsqlbench:spider:CRE_DOC_TEMPLATE_MGT:postgres:*' "
-            "failed to load: duplicate key value violates unique constraint *: spider_0, spider_1, *",
+            (
+                "  not runnable, data error at load (22): fixture 'plsqlbench:spider:CRE_DOC_TEMPLATE_MGT:postgres:*' "
+                "failed to load: duplicate key value violates unique constraint *: spider_0, spider_1, *"
+            ),
             "SKIPPED [[]22[]] *not runnable: data error: fixture 'plsqlbench:spider:CRE_DOC_TEMPLATE_MGT*",
         ]
     )
@@ -154,6 +164,8 @@ def test_validate_runs_every_gold_query_on_the_releases_database(spider_sample: 
         "  gold queries transpiled to PostgreSQL: 22 of 22 with their schema (22 of 22 overall)",
         "  gold queries run: 22 of 22 tried (11 return no rows, e.g. on empty tables); failed: 0",
         NOT_NULL_LINE,
-        "  table CRE_DOC_TEMPLATE_MGT.DOCUMENTS has no rows in the data (no 'Documents' entry for this "
-        "database in the DML)",
+        (
+            "  table CRE_DOC_TEMPLATE_MGT.DOCUMENTS has no rows in the data (no 'Documents' entry for this "
+            "database in the DML)"
+        ),
     ]

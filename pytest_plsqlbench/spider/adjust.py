@@ -20,8 +20,8 @@ that owner is reported as not loadable (a data error) and its tasks as not runna
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Iterable, Iterator
 
 import sqlglot
 from sqlglot import exp

@@ -112,8 +112,9 @@ class SpiderReport:
             recs = [r for r in self.records.values() if r["subset"] == subset and "load_error" not in r]
             load_errors: dict[str, list[str]] = defaultdict(list)
             for r in self.records.values():
-                if r["subset"] == subset and "load_error" in r and r["task_id"] not in load_errors[r["load_error"]]:
-                    load_errors[r["load_error"]].append(r["task_id"])
+                ids = load_errors[r["load_error"]] if r["subset"] == subset and "load_error" in r else None
+                if ids is not None and r["task_id"] not in ids:
+                    ids.append(r["task_id"])
             ran = {r["task_id"] for r in recs}
             entry: dict[str, Any] = {
                 "dialect": self.settings.dialect,
@@ -138,7 +139,9 @@ class SpiderReport:
                 "tables_without_rows": {
                     table: {
                         "why": why,
-                        "tasks": [t.id for t in tasks if table in _upper(t.metadata.get("tables_without_rows"))],
+                        "tasks": [
+                            t.id for t in tasks if table in _upper(t.metadata.get("tables_without_rows"))
+                        ],
                     }
                     for table, why in notes.tables_without_rows.items()
                 },

@@ -261,8 +261,8 @@ class Catalog:
         others = sorted(s for s in self.dml_sources.get(name.upper(), ()) if s.upper() not in (own, "?"))
         if others:
             return (
-                f"the DML keys tables by bare name and its {name.title()!r} entry holds {', '.join(others)}'s "
-                "rows: this database's rows are not in the release"
+                f"the DML keys tables by bare name and its {name.title()!r} entry holds "
+                f"{', '.join(others)}'s rows: this database's rows are not in the release"
             )
         if not self.dml_files:
             return "no DML file in the data"
