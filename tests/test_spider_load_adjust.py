@@ -283,3 +283,22 @@ def test_oracle_fixture_failure_is_a_data_error_not_retried(
         == attempts
     )
     backend.stop()
+
+
+def test_the_adjustment_says_what_the_release_reports() -> None:
+    from pytest_plsqlbench.spider.adjust import Relaxed
+
+    assert Relaxed("S.T", "C", 2, 1, 0).describe() == (
+        "S.T.C: NOT NULL not enforced, as in the release's load (2 row(s) insert '' or NULL, which Oracle "
+        "stores as NULL; the release reports the INSERT successful)"
+    )
+    assert (
+        Relaxed("S.T", "C", 2, 0, None)
+        .describe()
+        .endswith("insert NULL, which Oracle stores as NULL; the release reports no failure)")
+    )
+    assert (
+        Relaxed("S.T", "C", 2, 2, 1)
+        .describe()
+        .endswith("the release reports 1 failed statement(s) for the table)")
+    )

@@ -46,13 +46,20 @@ class Relaxed:
     column: str
     rows: int
     empty_strings: int
+    #: Failed statements the release reports for the table (None: it does not say).
+    reported_failures: int | None = None
 
     def describe(self) -> str:
         what = "''" if self.empty_strings == self.rows else "'' or NULL" if self.empty_strings else "NULL"
+        if self.reported_failures == 0:
+            release = "the release reports the INSERT successful"
+        elif self.reported_failures is None:
+            release = "the release reports no failure"
+        else:
+            release = f"the release reports {self.reported_failures} failed statement(s) for the table"
         return (
             f"{self.table}.{self.column}: NOT NULL not enforced, as in the release's load "
-            f"({self.rows} row(s) insert {what}, which Oracle stores as NULL; the release reports the "
-            "INSERT successful)"
+            f"({self.rows} row(s) insert {what}, which Oracle stores as NULL; {release})"
         )
 
 

@@ -108,6 +108,8 @@ class Catalog:
         self.foreign_rows: list[str] = []
         #: Upper-case bare table name -> the source databases whose rows the DML holds under it.
         self.dml_sources: dict[str, set[str]] = {}
+        #: ``OWNER.TABLE`` -> failed statements the release's ``execution_summary`` reports.
+        self.reported_failures: dict[str, int] = {}
 
     # ----------------------------------------------------------------- reading
     @classmethod
@@ -201,6 +203,13 @@ class Catalog:
             source = source if isinstance(source, str) and source.strip() else None
             self.dml_sources.setdefault(str(name).upper(), set()).add(source or "?")
             self._add_inserts(statements, f"{path} table {name}", info.get("total_rows"), source)
+            summary = info.get("execution_summary") if hasattr(info, "get") else None
+            failed = summary.get("failed_statements") if hasattr(summary, "get") else None
+            for stmt in statements[:1]:
+                m = _INSERT_HEAD.match(stmt)
+                if m is not None and isinstance(failed, int):
+                    key = f"{_bare(m.group('owner'))}.{_bare(m.group('table'))}"
+                    self.reported_failures[key] = self.reported_failures.get(key, 0) + failed
 
     def add_jsonl_dml(self, path: Path) -> None:
         """Spider2 ``OUTPUT_DML_dev.jsonl``: one object per table or statement; the statements
@@ -296,7 +305,8 @@ class Catalog:
                             f"{n} row(s) of {table.key} insert NULL (or '') into primary-key column {col}"
                         )
                     elif col in cols.not_null:
-                        out.relaxed.append(Relaxed(table.key, col, n, empty))
+                        failures = self.reported_failures.get(table.key)
+                        out.relaxed.append(Relaxed(table.key, col, n, empty, failures))
             self._adjustments[owner] = out
         return self._adjustments[owner]
 
