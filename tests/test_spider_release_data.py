@@ -169,3 +169,17 @@ def test_validate_runs_every_gold_query_on_the_releases_database(spider_sample: 
             "database in the DML)"
         ),
     ]
+
+
+def test_oracle_runs_are_told_the_same_adjustments(pytester: pytest.Pytester, spider_sample: Path) -> None:
+    """No Oracle here: collection alone builds the Oracle fixtures and reports what they adjust."""
+    result = run(pytester, spider_sample, "--plsql-dialect=oracle", "--collect-only", "-q")
+    assert result.ret == 0, result.stderr.str()
+    result.stdout.fnmatch_lines(
+        [
+            "spider (oracle, data sha256:*): 22 task(s) in the data",
+            "  runnable: 22 (22 with data, 0 on empty tables)",
+            NOT_NULL_LINE,
+            "  table CRE_DOC_TEMPLATE_MGT.DOCUMENTS has no rows in the data *; 19 task(s) run on it empty: *",
+        ]
+    )
