@@ -9,11 +9,15 @@ and runs tests inside the isolation scope the session guarantees.
 from __future__ import annotations
 
 import abc
+import logging
 import threading
 from dataclasses import dataclass, field
 from typing import Any, Literal, Sequence
 
+from ..errors import FixtureError
 from ..tasks import Fixture
+
+log = logging.getLogger(__name__)
 
 Phase = Literal["install", "test", "reference"]
 
@@ -110,6 +114,7 @@ class Backend(abc.ABC):
 
     def __init__(self) -> None:
         self._loaded: list[Fixture] = []
+        self._failed: dict[str, FixtureError] = {}
         self._lock = threading.Lock()
 
     @abc.abstractmethod
@@ -132,13 +137,24 @@ class Backend(abc.ABC):
         return cache
 
     def ensure_fixtures(self, fixtures: Sequence[Fixture]) -> None:
-        """Load each fixture once for this worker (in order); raise InfrastructureError on failure."""
+        """Load each fixture once for this worker (in order); raise InfrastructureError on failure.
+
+        A :class:`FixtureError` (the fixture's own statements fail) is remembered and raised
+        again for every later task needing that fixture, without loading it again.
+        """
         with self._lock:
             loaded = {f.key for f in self._loaded}
             for fixture in fixtures:
                 if fixture.key in loaded:
                     continue
-                self._load(fixture)
+                if fixture.key in self._failed:
+                    raise self._failed[fixture.key]
+                try:
+                    self._load(fixture)
+                except FixtureError as exc:
+                    log.warning("%s; the tasks needing it are not runnable", exc)
+                    self._failed[fixture.key] = exc
+                    raise
                 self._loaded.append(fixture)
                 loaded.add(fixture.key)
 

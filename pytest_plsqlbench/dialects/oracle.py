@@ -42,7 +42,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable, Iterator, Mapping, Sequence
 
 from .. import outcomes
-from ..errors import InfrastructureError, UsageError
+from ..errors import FixtureError, InfrastructureError, UsageError
 from ..outputs import format_value
 from ..scripts import Statement, serveroutput, split
 from ..settings import Settings
@@ -1097,11 +1097,11 @@ class OracleBackend(Backend):
                             raise InfrastructureError(
                                 f"lost the database while loading fixture {key!r}: {message}"
                             ) from exc
-                        raise InfrastructureError(
+                        raise FixtureError(
                             f"fixture {key!r} failed to load at script line {stmt.line}: {message.splitlines()[0]}"
                         ) from exc
                     if cur.warning is not None:
-                        raise InfrastructureError(
+                        raise FixtureError(
                             f"fixture {key!r}: statement at script line {stmt.line} compiled with errors"
                         )
             self.admin.commit()

@@ -57,6 +57,10 @@ class SpiderReport:
     ) -> Generator[None, Any, Any]:
         report = yield
         task = _task_of(item)
+        load_error = getattr(getattr(item, "parent", None), "fixture_error", None)
+        if call.when == "setup" and task is not None and task.subset in self.tasks and load_error:
+            report.plsql_spider = {"subset": task.subset, "task_id": task.id, "load_error": load_error}
+            return report
         outcome = getattr(item, "outcome", None)
         if call.when != "call" or task is None or task.subset not in self.tasks or outcome is None:
             return report
@@ -81,7 +85,7 @@ class SpiderReport:
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         rec = getattr(report, "plsql_spider", None)
-        if rec is not None and report.when == "call":
+        if rec is not None and report.when in ("call", "setup"):
             self.records[report.nodeid] = rec
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
@@ -105,7 +109,12 @@ class SpiderReport:
             for t in tasks:
                 if t.metadata.get("not_runnable"):
                     reasons[str(t.metadata["not_runnable"])].append(t.id)
-            recs = [r for r in self.records.values() if r["subset"] == subset]
+            recs = [r for r in self.records.values() if r["subset"] == subset and "load_error" not in r]
+            load_errors: dict[str, list[str]] = defaultdict(list)
+            for r in self.records.values():
+                ids = load_errors[r["load_error"]] if r["subset"] == subset and "load_error" in r else None
+                if ids is not None and r["task_id"] not in ids:
+                    ids.append(r["task_id"])
             ran = {r["task_id"] for r in recs}
             entry: dict[str, Any] = {
                 "dialect": self.settings.dialect,
@@ -124,6 +133,19 @@ class SpiderReport:
                 "not_collected": list(notes.skipped),
                 "schema_problems": notes.schema_problems,
                 "data_without_ddl": notes.orphan_data,
+                "load_adjustments": notes.adjustments,
+                "not_loadable": notes.unloadable,
+                "load_errors": {why: sorted(ids, key=_natural) for why, ids in load_errors.items()},
+                "tables_without_rows": {
+                    table: {
+                        "why": why,
+                        "tasks": [
+                            t.id for t in tasks if table in _upper(t.metadata.get("tables_without_rows"))
+                        ],
+                    }
+                    for table, why in notes.tables_without_rows.items()
+                },
+                "rows_not_loaded": notes.foreign_rows,
             }
             translated = [t for t in tasks if "reference_translated" in t.metadata]
             if translated:
@@ -166,7 +188,7 @@ class SpiderReport:
             "pass_strict": len(strict),
             "fail_strict_pass_lenient": len(lenient),
             "lenient_rules": dict(rules),
-            "lenient_tasks": sorted(lenient),
+            "lenient_tasks": sorted(lenient, key=_natural),
             "fail_both": sorted(t for t in failed if t not in lenient),
             "fail_classes": dict(classes),
             "not_evaluated": sorted(excluded),
@@ -192,6 +214,18 @@ class SpiderReport:
                 out.append(f"  not runnable ({len(ids)}): {reason}: {_ids(ids)}")
             for why in s["not_collected"]:
                 out.append(f"  not collected: {why}")
+            for why, ids in s["load_errors"].items():
+                out.append(f"  not runnable, data error at load ({len(ids)}): {why}: {_ids(ids)}")
+            for owner, adjustments in s["load_adjustments"].items():
+                for text in adjustments:
+                    out.append(f"  load of {owner} adjusted: {text}")
+            for text in s["rows_not_loaded"]:
+                out.append(f"  rows not loaded: {text}")
+            for table, info in s["tables_without_rows"].items():
+                out.append(
+                    f"  table {table} has no rows in the data ({info['why']}); "
+                    f"{len(info['tasks'])} task(s) run on it empty: {_ids(info['tasks'])}"
+                )
             for owner, problems in s["schema_problems"].items():
                 out.append(
                     f"  schema {owner}: {len(problems)} part(s) left out of the PostgreSQL port, e.g. {problems[0]}"
@@ -228,6 +262,15 @@ class SpiderReport:
         if any("references" in s for s in self.summary().values()):
             out.append("  lenient rules: " + "; ".join(f"{k} = {v}" for k, v in LENIENT_RULES.items()))
         return out
+
+
+def _upper(values: Any) -> set[str]:
+    return {str(v).upper() for v in values or ()}
+
+
+def _natural(task_id: str) -> tuple[str, int]:
+    head, _, num = task_id.rpartition("_")
+    return (head, int(num)) if num.isdigit() else (task_id, -1)
 
 
 def _counts(counts: dict[str, int]) -> str:
