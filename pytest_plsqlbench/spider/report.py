@@ -21,6 +21,7 @@ from typing import Any, Generator
 import pytest
 
 from .. import outcomes
+from ..collect import PlsqlItem
 from ..comparators import LENIENT_RULES, compare_rows_lenient
 from ..manifests import Manifest
 from ..settings import Settings
@@ -56,13 +57,17 @@ class SpiderReport:
         self, item: pytest.Item, call: pytest.CallInfo[None]
     ) -> Generator[None, Any, Any]:
         report = yield
-        task = _task_of(item)
-        load_error = getattr(getattr(item, "parent", None), "fixture_error", None)
-        if call.when == "setup" and task is not None and task.subset in self.tasks and load_error:
+        if not isinstance(item, PlsqlItem):
+            return report
+        task = item.task_node.task
+        if task.subset not in self.tasks:
+            return report
+        load_error = getattr(item.task_node, "fixture_error", None)
+        if call.when == "setup" and load_error:
             report.plsql_spider = {"subset": task.subset, "task_id": task.id, "load_error": load_error}
             return report
-        outcome = getattr(item, "outcome", None)
-        if call.when != "call" or task is None or task.subset not in self.tasks or outcome is None:
+        outcome = item.outcome
+        if call.when != "call" or outcome is None:
             return report
         rec: dict[str, Any] = {
             "subset": task.subset,
@@ -71,7 +76,7 @@ class SpiderReport:
             "failure_class": outcome.failure_class,
             "data_rows": task.metadata.get("data_rows", 0),
         }
-        test = item.test  # type: ignore[attr-defined]
+        test = item.test
         if (
             self.settings.model == "reference"
             and test.kind == "rows"
@@ -275,11 +280,6 @@ def _natural(task_id: str) -> tuple[str, int]:
 
 def _counts(counts: dict[str, int]) -> str:
     return ", ".join(f"{k} {v}" for k, v in counts.items())
-
-
-def _task_of(item: pytest.Item) -> Task | None:
-    parent = getattr(item, "parent", None)
-    return getattr(parent, "task", None)
 
 
 def reporter(config: pytest.Config, settings: Settings) -> SpiderReport:
