@@ -332,6 +332,8 @@ def emit_task(
     sig = Signature(sql_function_name(task.entry_point), typed.params, typed.returns)
     dropped: list[DroppedCase] = []
     cases: list[EmitCase] = []
+    #: Per kept case: its canonical acceptable outputs, comparison type and tolerance.
+    accepts: list[tuple[list[Any], SqlType, Any]] = []
     seen: dict[tuple[Any, ...], tuple[SourceCase, Any]] = {}
     for case in typed.cases:
         try:
@@ -357,6 +359,7 @@ def emit_task(
                 continue
         else:
             seen[key] = (case, outs[0])
+        accepts.append((outs, cmp, case.tolerance))
         cases.append(
             EmitCase(
                 id=case.id,
@@ -369,6 +372,7 @@ def emit_task(
         )
     if not cases:
         return None, dropped, Rejection(task.id, "no-cases", "every case was dropped")
+    constant = passing_constant(accepts)
     notes = list(typed.notes)
     if 2 * len(cases) < len(task.cases):
         notes.append(f"only {len(cases)} of {len(task.cases)} source cases fit the signature")
@@ -413,6 +417,12 @@ def emit_task(
             "converter_version": CONVERTER_VERSION,
         }
     )
+    if constant is not None:
+        # Only on tasks left out by default, so the tasks that stay are unchanged.
+        value = [cases[0].expected, *cases[0].alternatives][constant]
+        metadata["constant_answer"] = _short(value)
+        metadata["left_out"] = "constant-passable"
+        metadata["left_out_detail"] = _constant_detail(task, cases, value)
     turn = Turn(
         index=1,
         prompt=prompt,
@@ -430,6 +440,33 @@ def emit_task(
         metadata=metadata,
     )
     return built, dropped, None
+
+
+def passing_constant(accepts: Sequence[tuple[Sequence[Any], SqlType, Any]]) -> int | None:
+    """Which output of the first case, if any, every case accepts (so an answer returning
+    that one constant -- true, 0, '', an empty list, NULL ... -- passes every unit test).
+
+    ``accepts`` holds per case its canonical acceptable outputs, comparison type and tolerance,
+    compared exactly as the emitted tests compare (a constant within tolerance passes too).
+    """
+    if not accepts:
+        return None
+    for index, candidate in enumerate(accepts[0][0]):
+        if all(any(same(candidate, o, cmp, tol) for o in outs) for outs, cmp, tol in accepts[1:]):
+            return index
+    return None
+
+
+def _constant_detail(task: SourceTask, cases: Sequence[EmitCase], value: Any) -> str:
+    """Why a task is left out: the constant, the kept count, and what the dropped cases expected."""
+    kept = {c.id for c in cases}
+    others = [
+        c for c in task.cases if c.id not in kept and c.problem is None and c.args is not None and c.expected != value
+    ]
+    text = f"a function returning {_short(value)} passes all {len(cases)} kept case(s) of {len(task.cases)}"
+    if others:
+        text += f"; {len(others)} dropped case(s) expect something else"
+    return text
 
 
 def published_block_matches(
@@ -469,9 +506,16 @@ def type_source(
 
 
 def emit_all(
-    typed: Sequence[Typed], source: str, dialect: str, *, subset: str, assertions: str
+    typed: Sequence[Typed],
+    source: str,
+    dialect: str,
+    *,
+    subset: str,
+    assertions: str,
+    keep_left_out: bool = False,
 ) -> ConversionResult:
-    result = ConversionResult(source=source, dialect=dialect, total=len(typed))
+    """Emit every typed task; tasks a constant passes are left out unless ``keep_left_out``."""
+    result = ConversionResult(source=source, dialect=dialect, total=len(typed), keep_left_out=keep_left_out)
     for t in typed:
         tid = t.source.id
         result.source_cases[tid] = len(t.source.cases)
@@ -485,6 +529,10 @@ def emit_all(
             result.rejected.append(rejection)
         else:
             assert task is not None
+            if "left_out" in task.metadata:
+                result.left_out.append(task)
+                if not keep_left_out:
+                    continue
             result.tasks.append(task)
     return result
 
@@ -497,6 +545,7 @@ def convert_file(
     subset: str,
     assertions: str = "null-safe",
     timeout: float = 5.0,
+    keep_left_out: bool = False,
 ) -> ConversionResult:
     """Convert one source file into tasks of one dialect (see the module docstring)."""
     if dialect not in DIALECTS:
@@ -506,6 +555,6 @@ def convert_file(
     if timeout <= 0:
         raise UsageError("the conversion timeout must be positive")
     typed = type_source(source, Path(path), assertions=assertions, timeout=timeout)
-    result = emit_all(typed, source, dialect, subset=subset, assertions=assertions)
+    result = emit_all(typed, source, dialect, subset=subset, assertions=assertions, keep_left_out=keep_left_out)
     log.info("%s -> %s: %s", path, dialect, "; ".join(result.summary_lines()))
     return result
