@@ -37,6 +37,7 @@ BUILTIN_PLUGINS = (
     "pytest_plsqlbench.loaders.plsqlbench",
     "pytest_plsqlbench.generation.plugin",
     "pytest_plsqlbench.faults",
+    "pytest_plsqlbench.loading",
 )
 
 
