@@ -311,3 +311,22 @@ def test_validate_reports_cases_kept_and_constant_tasks(mbpp_sanitized_file, tmp
     assert any("constant-passable" in x and "Mbpp/222 (-> True, 2 of 3 cases)" in x for x in lines)
     default = convert_file("mbpp", mbpp_sanitized_file, "postgres", subset="mbpp-sanitized")
     assert "constant-passable 0: no task is passed by one constant answer" in case_report(default.tasks)
+
+
+def test_streaming_emission_writes_what_emit_all_writes(mbpp_sanitized_file):
+    """The loader's one-pass emission (shared literal memo, both modes, task by task) is
+    byte-for-byte the per-target emission, left-out tasks included."""
+    from pytest_plsqlbench.convert.pipeline import emit_all, emit_streaming, type_source
+
+    typed = type_source("mbpp", mbpp_sanitized_file)
+    targets = [("postgres", "null-safe"), ("oracle", "null-safe"), ("postgres", "published"), ("oracle", "published")]
+    written: dict[tuple[str, str], list[str]] = {t: [] for t in targets}
+    results = emit_streaming(
+        typed, "mbpp", subset="s", targets=targets,
+        sink=lambda d, m, task: written[(d, m)].append(json.dumps(task_to_dict(task), ensure_ascii=False)),
+    )
+    for d, mode in targets:
+        expected = emit_all(typed, "mbpp", d, subset="s", assertions=mode, keep_left_out=True)
+        assert written[(d, mode)] == [json.dumps(task_to_dict(t), ensure_ascii=False) for t in expected.tasks]
+        assert results[(d, mode)].summary_lines() == expected.summary_lines()
+        assert len(results[(d, mode)].left_out) == len(expected.left_out) >= 2

@@ -42,7 +42,7 @@ CASE_REASONS = {
     "type-mismatch": "the values do not fit the task's inferred signature",
     "out-of-range": "a number the SQL types cannot hold exactly (NaN, infinity, > 38 digits)",
     "unrepresentable-text": "a string the database cannot hold (NUL characters, lone surrogates)",
-    "reference-error": "the canonical solution raised on this input",
+    "reference-error": "the canonical solution raised on this input (or outgrew the sandbox's memory limit)",
     "reference-timeout": "the canonical solution did not finish within the timeout",
     "lossy-encoding": "the SQL encoding of the input changes the Python result (e.g. True -> 1)",
     "ambiguous-input": "another case has the same SQL input but a different expected output",
@@ -69,6 +69,19 @@ class Tolerance:
 
 
 EXACT = Tolerance()
+
+
+@dataclass(frozen=True, eq=False)
+class Oversized:
+    """Stands for an expected value whose ``repr`` alone is longer than a test may be: the case
+    will be dropped as ``too-large``, so the value itself (up to megabytes) is not kept."""
+
+    repr_length: int
+
+
+def repr_length(value: Any) -> int:
+    """``len(repr(value))``, also for an :class:`Oversized` stand-in."""
+    return value.repr_length if isinstance(value, Oversized) else len(repr(value))
 
 
 @dataclass

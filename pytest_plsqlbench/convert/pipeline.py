@@ -14,10 +14,11 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections import Counter
-from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -26,11 +27,11 @@ from ..errors import UsageError
 from ..tasks import DIALECTS, Task, Turn, UnitTest
 from . import evalplus, sources
 from .emitter import ASSERTION_MODES, EmitCase, Emitter, Signature
-from .model import ConversionResult, DroppedCase, Rejection, SourceCase, SourceTask
+from .model import ConversionResult, DroppedCase, Rejection, SourceCase, SourceTask, repr_length
 from .names import sql_function_name
 from .oracle import OracleEmitter
 from .postgres import PostgresEmitter
-from .sandbox import run_calls
+from .sandbox import run_calls, zygotes
 from .sqltypes import (
     SqlType,
     TypeConflict,
@@ -55,7 +56,7 @@ log = logging.getLogger(__name__)
 CONVERTER_VERSION = "1"
 #: A case whose inputs and outputs print longer than this is dropped (``too-large``): a few
 #: MBPP+ inputs produce megabyte outputs that would bloat every script and the replay.
-MAX_CASE_CHARS = 20_000
+MAX_CASE_CHARS = sources.MAX_CASE_CHARS
 
 EMITTERS: dict[str, type[Emitter]] = {"oracle": OracleEmitter, "postgres": PostgresEmitter}
 
@@ -125,7 +126,7 @@ def type_task(task: SourceTask) -> Typed:
         if len(case.args) != arity:
             typed.drop(case, "arity-mismatch", f"{len(case.args)} argument(s), the function takes {arity}")
             continue
-        size = sum(len(repr(v)) for v in (*case.args, *_outputs(case)))
+        size = sum(repr_length(v) for v in (*case.args, *_outputs(case)))
         if size > MAX_CASE_CHARS:
             typed.drop(case, "too-large", f"{size} characters of Python literals (limit {MAX_CASE_CHARS})")
             continue
@@ -266,50 +267,81 @@ def _value_problem(typed: Typed, case: SourceCase) -> tuple[str, str] | None:
 
 def check_lossy(typed_tasks: Sequence[Typed], timeout: float) -> None:
     """Re-run cases whose SQL encoding changes the input; drop those whose result changes."""
-
-    def one(typed: Typed) -> None:
-        task = typed.source
-        suspects = [c for c in typed.cases if any(lossy(v, t) for v, t in zip(c.args or (), typed.params))]
-        if not suspects or not task.solution:
-            return
-        calls = [
-            (task.entry_point, tuple(sql_visible(v, t) for v, t in zip(c.args or (), typed.params)))
-            for c in suspects
-        ]
-        results = run_calls(task.solution, calls, timeout)
-        bad: dict[str, str] = {}
-        for case, res in zip(suspects, results):
-            if not res.ok:
-                bad[case.id] = f"with the input as SQL passes it the solution fails ({res.error})"
-                continue
-            out = (
-                evalplus.not_none_output(res.value)
-                if task.entry_point in evalplus.NOT_NONE_TASKS
-                else res.value
-            )
-            cmp = with_top_order(typed.returns, "set") if case.as_set else typed.returns
-            try:
-                _check_supported(out)
-                refine(typed.returns, out)
-                ok = any(
-                    same(canon(out, typed.returns), canon(o, typed.returns), cmp, case.tolerance)
-                    for o in _outputs(case)
-                )
-            except (TypeConflict, UnsupportedValue, ValueProblem):
-                ok = False
-            if not ok:
-                bad[case.id] = (
-                    f"with the input as SQL passes it the solution returns {_short(out)}, not {_short(case.expected)}"
-                )
-        for case in suspects:
-            if case.id in bad:
-                typed.drop(case, "lossy-encoding", bad[case.id])
-        typed.cases = [c for c in typed.cases if c.id not in bad]
-        if not typed.cases:
-            typed.rejection = ("no-cases", "every case was dropped")
-
     with ThreadPoolExecutor(max_workers=sources._workers()) as pool:
-        list(pool.map(one, [t for t in typed_tasks if t.rejection is None]))
+        list(pool.map(lambda t: check_lossy_one(t, timeout), [t for t in typed_tasks if t.rejection is None]))
+
+
+def check_lossy_one(typed: Typed, timeout: float) -> None:
+    """:func:`check_lossy` for one task."""
+    task = typed.source
+    suspects = [c for c in typed.cases if any(lossy(v, t) for v, t in zip(c.args or (), typed.params))]
+    if not suspects or not task.solution:
+        return
+    calls = [
+        (task.entry_point, tuple(sql_visible(v, t) for v, t in zip(c.args or (), typed.params)))
+        for c in suspects
+    ]
+    results = run_calls(task.solution, calls, timeout)
+    bad: dict[str, str] = {}
+    for case, res in zip(suspects, results):
+        if not res.ok:
+            bad[case.id] = f"with the input as SQL passes it the solution fails ({res.error})"
+            continue
+        out = evalplus.not_none_output(res.value) if task.entry_point in evalplus.NOT_NONE_TASKS else res.value
+        cmp = with_top_order(typed.returns, "set") if case.as_set else typed.returns
+        try:
+            _check_supported(out)
+            refine(typed.returns, out)
+            ok = any(
+                same(canon(out, typed.returns), canon(o, typed.returns), cmp, case.tolerance)
+                for o in _outputs(case)
+            )
+        except (TypeConflict, UnsupportedValue, ValueProblem):
+            ok = False
+        if not ok:
+            bad[case.id] = (
+                f"with the input as SQL passes it the solution returns {_short(out)}, not {_short(case.expected)}"
+            )
+    for case in suspects:
+        if case.id in bad:
+            typed.drop(case, "lossy-encoding", bad[case.id])
+    typed.cases = [c for c in typed.cases if c.id not in bad]
+    if not typed.cases:
+        typed.rejection = ("no-cases", "every case was dropped")
+
+
+class TypedStream:
+    """The typed tasks of an MBPP+ file, each yielded as soon as its canonical solution has run
+    on its cases, in file order -- so emitting one task overlaps with computing the next ones'
+    expected outputs. Iterate once; ``len`` is known up front."""
+
+    def __init__(self, tasks: list[SourceTask], timeout: float) -> None:
+        self.tasks = tasks
+        self.timeout = timeout
+
+    def __len__(self) -> int:
+        return len(self.tasks)
+
+    def __iter__(self) -> Iterator[Typed]:
+        workers = sources._workers()
+        # One fork server more than pool threads: the lossy re-runs of this thread never wait.
+        with zygotes(workers + 1):
+            pool = ThreadPoolExecutor(max_workers=workers)
+            try:
+                pending: dict[str, list[Future[None]]] = {}
+                for job in sources.reference_jobs(self.tasks):
+                    pending.setdefault(job[0].id, []).append(
+                        pool.submit(sources.run_reference_job, job, self.timeout)
+                    )
+                for task in self.tasks:
+                    for future in pending.pop(task.id, ()):
+                        future.result()
+                    typed = type_task(task)
+                    if typed.rejection is None:
+                        check_lossy_one(typed, self.timeout)
+                    yield typed
+            finally:
+                pool.shutdown(wait=True, cancel_futures=True)
 
 
 def _short(value: Any, limit: int = 60) -> str:
@@ -323,11 +355,13 @@ def _normalise(text: str) -> str:
 
 
 def emit_task(
-    typed: Typed, dialect: str, subset: str, mode: str
+    typed: Typed, dialect: str, subset: str, mode: str, emitter: Emitter | None = None
 ) -> tuple[Task | None, list[DroppedCase], Rejection | None]:
-    """The task in one dialect, the cases dropped there (ambiguous inputs), or a rejection."""
+    """The task in one dialect, the cases dropped there (ambiguous inputs), or a rejection.
+
+    ``emitter`` (of ``dialect``) may be shared by the assertion modes of one task."""
     task = typed.source
-    emitter = emitter_for(dialect)
+    emitter = emitter or emitter_for(dialect)
     oracle = dialect == "oracle"
     sig = Signature(sql_function_name(task.entry_point), typed.params, typed.returns)
     dropped: list[DroppedCase] = []
@@ -493,16 +527,17 @@ def read_source(source: str, path: Path, assertions: str = "null-safe") -> list[
 
 
 def type_source(
-    source: str, path: Path, *, assertions: str = "null-safe", timeout: float = 5.0
-) -> list[Typed]:
-    """Read and type every record of ``path`` (dialect-independent, runs Python for MBPP+)."""
+    source: str, path: Path, *, assertions: str = "null-safe", timeout: float = 5.0, stream: bool = False
+) -> Sequence[Typed] | TypedStream:
+    """Read and type every record of ``path`` (dialect-independent, runs Python for MBPP+).
+
+    ``stream=True`` returns MBPP+ as a :class:`TypedStream` (iterate once) instead of a list.
+    """
     tasks = read_source(source, path, assertions)
-    if source == "mbpp-plus":
-        sources.run_references(tasks, timeout)
-    typed = [type_task(t) for t in tasks]
-    if source == "mbpp-plus":
-        check_lossy(typed, timeout)
-    return typed
+    if source != "mbpp-plus":
+        return [type_task(t) for t in tasks]
+    typed = TypedStream(tasks, timeout)
+    return typed if stream else list(typed)
 
 
 def emit_all(
@@ -535,6 +570,62 @@ def emit_all(
                     continue
             result.tasks.append(task)
     return result
+
+
+def _slim(task: Task) -> Task:
+    """What a summary needs of a task already written out: ids, test count, metadata."""
+    turns = tuple(
+        dataclasses.replace(
+            turn, prompt="", reference=None, tests=tuple(dataclasses.replace(u, script="") for u in turn.tests)
+        )
+        for turn in task.turns
+    )
+    return dataclasses.replace(task, turns=turns, fixtures=())
+
+
+def emit_streaming(
+    typed: Sequence[Typed] | TypedStream,
+    source: str,
+    *,
+    subset: str,
+    targets: Sequence[tuple[str, str]],
+    sink: Callable[[str, str, Task], None],
+) -> dict[tuple[str, str], ConversionResult]:
+    """:func:`emit_all` for several (dialect, assertion mode) targets at once, task by task.
+
+    Each emitted task -- left-out ones included, marked -- goes to ``sink(dialect, mode, task)``
+    as soon as it exists, and the results keep only what their summaries need, so memory does not
+    grow with the output. One emitter per task and dialect renders each value once for every mode.
+    The output is the same as :func:`emit_all` with ``keep_left_out=True`` per target.
+    """
+    results = {
+        (d, m): ConversionResult(source=source, dialect=d, total=len(typed), keep_left_out=True) for d, m in targets
+    }
+    for t in typed:
+        tid = t.source.id
+        emitters: dict[str, Emitter] = {}
+        for d, mode in targets:
+            result = results[(d, mode)]
+            result.source_cases[tid] = len(t.source.cases)
+            if t.rejection is not None:
+                result.rejected.append(Rejection(tid, *t.rejection))
+                result.dropped[tid] = list(t.dropped)
+                continue
+            if d not in emitters:
+                emitters[d] = emitter_for(d)
+                emitters[d].remember_literals()
+            task, extra, rejection = emit_task(t, d, subset, mode, emitters[d])
+            result.dropped[tid] = [*t.dropped, *extra]
+            if rejection is not None:
+                result.rejected.append(rejection)
+                continue
+            assert task is not None
+            sink(d, mode, task)
+            slim = _slim(task)
+            if "left_out" in task.metadata:
+                result.left_out.append(slim)
+            result.tasks.append(slim)
+    return results
 
 
 def convert_file(

@@ -113,9 +113,7 @@ def load_converted(
     with FileLock(str(cache_dir / f"{subset}-{source}-{digest[:16]}.lock")):
         converted_now = not wanted.exists()
         if converted_now:
-            _convert(
-                source, path, digest, dialect, subset=subset, assertions=assertions, cache_dir=cache_dir, timeout=timeout
-            )
+            _convert(source, path, digest, subset=subset, cache_dir=cache_dir, timeout=timeout)
         every = _read(wanted)
     tasks = [t for t in every if keep_left_out or "left_out" not in t.metadata]
     summary = _read_summary(wanted)
@@ -170,42 +168,75 @@ def _convert(
     source: str,
     path: Path,
     digest: str,
-    dialect: str,
     *,
     subset: str,
-    assertions: str,
     cache_dir: Path,
     timeout: float,
 ) -> None:
     """Convert ``path`` into every dialect and assertion mode, each written atomically."""
-    from ..convert.pipeline import emit_all, type_source
+    from ..convert.pipeline import emit_all, emit_streaming, type_source
 
     progress.info(
         "plsqlbench: %s: converting %s (%s; first use, cached in %s) ...", subset, path, source, cache_dir
     )
-    typed_by_mode: dict[str, Any] = {}
-    for mode in ASSERTION_MODES:
-        # Typing depends on the mode only for PLSQLBench (its restored set comparisons).
-        if source == "plsqlbench-mbpp" or not typed_by_mode:
-            typed_by_mode[mode] = type_source(source, path, assertions=mode, timeout=timeout)
-        else:
-            typed_by_mode[mode] = next(iter(typed_by_mode.values()))
-    for mode, typed in typed_by_mode.items():
-        for d in DIALECTS:
-            result = emit_all(typed, source, d, subset=subset, assertions=mode, keep_left_out=True)
-            target = cache_dir / cache_name(source, digest, d, mode, subset)
-            _write_atomic(target, [json.dumps(task_to_dict(t), ensure_ascii=False) for t in result.tasks])
-            # The summary describes the default: left-out tasks are not among the converted.
-            default = dataclasses.replace(
-                result,
-                tasks=[t for t in result.tasks if "left_out" not in t.metadata],
-                keep_left_out=False,
-            )
-            summary = target.with_suffix(".summary.json")
-            _write_atomic(summary, [json.dumps(_summary(default), ensure_ascii=False, indent=1)])
-            if d == dialect and mode == assertions:
-                for line in default.summary_lines():
-                    log.info("%s (%s, %s): %s", subset, d, mode, line)
+    if source == "plsqlbench-mbpp":
+        # Typing depends on the assertion mode only here (PLSQLBench's restored set comparisons).
+        for mode in ASSERTION_MODES:
+            typed = type_source(source, path, assertions=mode, timeout=timeout)
+            for d in DIALECTS:
+                result = emit_all(typed, source, d, subset=subset, assertions=mode, keep_left_out=True)
+                lines = [json.dumps(task_to_dict(t), ensure_ascii=False) for t in result.tasks]
+                _write_atomic(cache_dir / cache_name(source, digest, d, mode, subset), lines)
+                _write_summary(cache_dir / cache_name(source, digest, d, mode, subset), result)
+        return
+    typed = type_source(source, path, assertions=ASSERTION_MODES[0], timeout=timeout, stream=True)
+    targets = [(d, mode) for mode in ASSERTION_MODES for d in DIALECTS]
+    files = {key: _AtomicLines(cache_dir / cache_name(source, digest, *key, subset)) for key in targets}
+    try:
+        results = emit_streaming(
+            typed,
+            source,
+            subset=subset,
+            targets=targets,
+            sink=lambda d, mode, task: files[(d, mode)].add(json.dumps(task_to_dict(task), ensure_ascii=False)),
+        )
+        for key, result in results.items():
+            files[key].commit()
+            _write_summary(files[key].path, result)
+    finally:
+        for f in files.values():
+            f.discard()
+
+
+class _AtomicLines:
+    """A file written line by line under a temporary name, renamed into place on commit."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        fd, self.tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+        self.out = os.fdopen(fd, "w", encoding="utf-8")
+
+    def add(self, line: str) -> None:
+        self.out.write(line + "\n")
+
+    def commit(self) -> None:
+        self.out.close()
+        os.replace(self.tmp, self.path)
+
+    def discard(self) -> None:
+        if not self.out.closed:
+            self.out.close()
+        Path(self.tmp).unlink(missing_ok=True)
+
+
+def _write_summary(target: Path, result: Any) -> None:
+    """The summary next to a cached conversion; it describes the default (left-out tasks are
+    not among the converted)."""
+    default = dataclasses.replace(
+        result, tasks=[t for t in result.tasks if "left_out" not in t.metadata], keep_left_out=False
+    )
+    summary = target.with_suffix(".summary.json")
+    _write_atomic(summary, [json.dumps(_summary(default), ensure_ascii=False, indent=1)])
 
 
 def data_revision(digest: str) -> str:
