@@ -152,6 +152,10 @@ class Emitter(abc.ABC):
     def literal(self, value: Any, t: SqlType) -> str:
         """``value`` (which fits ``t``) as an expression of type ``t``."""
 
+    #: Canonical case values by case id, when one emitter serves several assertion modes of a
+    #: task (they do not depend on the mode): set by :func:`~.pipeline.emit_streaming`.
+    canon_memo: dict[str, Any] | None = None
+
     def remember_literals(self) -> None:
         """From now on render each collection or string literal once per (object, type).
 

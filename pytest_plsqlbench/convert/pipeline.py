@@ -369,15 +369,16 @@ def emit_task(
     #: Per kept case: its canonical acceptable outputs, comparison type and tolerance.
     accepts: list[tuple[list[Any], SqlType, Any]] = []
     seen: dict[tuple[Any, ...], tuple[SourceCase, Any]] = {}
+    memo = emitter.canon_memo
     for case in typed.cases:
-        try:
-            key = tuple(
-                canon(v, t, dialect=dialect, where=f"argument {i}")
-                for i, (v, t) in enumerate(zip(case.args or (), sig.params), 1)
-            )
-            outs = [canon(o, sig.returns, dialect=dialect, where="expected value") for o in _outputs(case)]
-        except ValueProblem as exc:
-            dropped.append(DroppedCase(case.id, exc.reason, exc.detail))
+        entry = memo.get(case.id) if memo is not None else None
+        if entry is None:
+            entry = _canonical(case, sig, dialect)
+            if memo is not None:
+                memo[case.id] = entry
+        key, outs, problem = entry
+        if problem is not None:
+            dropped.append(DroppedCase(case.id, problem.reason, problem.detail))
             continue
         cmp = with_top_order(sig.returns, "set") if case.as_set else sig.returns
         if key in seen:
@@ -474,6 +475,21 @@ def emit_task(
         metadata=metadata,
     )
     return built, dropped, None
+
+
+def _canonical(
+    case: SourceCase, sig: Signature, dialect: str
+) -> tuple[tuple[Any, ...], list[Any], ValueProblem | None]:
+    """A case's inputs and acceptable outputs as ``dialect`` holds them, or why it cannot."""
+    try:
+        key = tuple(
+            canon(v, t, dialect=dialect, where=f"argument {i}")
+            for i, (v, t) in enumerate(zip(case.args or (), sig.params), 1)
+        )
+        outs = [canon(o, sig.returns, dialect=dialect, where="expected value") for o in _outputs(case)]
+    except ValueProblem as exc:
+        return (), [], exc
+    return key, outs, None
 
 
 def passing_constant(accepts: Sequence[tuple[Sequence[Any], SqlType, Any]]) -> int | None:
@@ -614,6 +630,7 @@ def emit_streaming(
             if d not in emitters:
                 emitters[d] = emitter_for(d)
                 emitters[d].remember_literals()
+                emitters[d].canon_memo = {}
             task, extra, rejection = emit_task(t, d, subset, mode, emitters[d])
             result.dropped[tid] = [*t.dropped, *extra]
             if rejection is not None:
