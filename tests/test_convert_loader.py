@@ -136,7 +136,7 @@ def _constant_file(tmp_path: Path) -> Path:
 
 def test_tasks_a_constant_passes_are_left_out_unless_kept(tmp_path):
     src = _constant_file(tmp_path)
-    kw = dict(subset="mbpp-plus", assertions="null-safe", cache_dir=tmp_path / "c")
+    kw = {"subset": "mbpp-plus", "assertions": "null-safe", "cache_dir": tmp_path / "c"}
     tasks = loader.load_converted("mbpp-plus", src, "postgres", **kw)
     assert [t.id for t in tasks] == ["Mbpp/902"]
     kept = loader.load_converted("mbpp-plus", src, "postgres", keep_left_out=True, **kw)

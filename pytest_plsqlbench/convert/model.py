@@ -238,7 +238,10 @@ def left_out_lines(left_out: list[Task], kept: bool) -> list[str]:
         by_reason.setdefault(str(task.metadata.get("left_out", "?")), []).append(task)
     lines = []
     for reason, tasks in sorted(by_reason.items()):
-        names = [f"{t.id} (-> {t.metadata.get('constant_answer', '?')}, {'%d of %d' % kept_of(t)} cases)" for t in tasks]
+        names = [
+            f"{t.id} (-> {t.metadata.get('constant_answer', '?')}, {kept_of(t)[0]} of {kept_of(t)[1]} cases)"
+            for t in tasks
+        ]
         verb = "kept on request, marked" if kept else "left out"
         lines.append(f"{verb} {len(tasks)}: {reason}: {_listing(names)}")
     return lines
