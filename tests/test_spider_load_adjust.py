@@ -3,6 +3,8 @@ dialects, and what happens to a fixture that fails anyway -- without a database.
 
 from __future__ import annotations
 
+import sys
+
 import json
 from pathlib import Path
 
@@ -40,9 +42,7 @@ def oracle_server(monkeypatch: pytest.MonkeyPatch):
         connect=lambda **kw: fake.AdminConnection(state),
         **vars(fake.DB),
     )
-    from pytest_plsqlbench.dialects import oracle
-
-    monkeypatch.setattr(oracle, "_driver", lambda: driver)
+    monkeypatch.setitem(sys.modules, "oracledb", driver)  # what every module's _driver() imports
     return state
 
 
