@@ -159,6 +159,8 @@ def _lex(text: str, dialect: str, line0: int) -> list[_Tok]:
             tag_end = value.find("$", 1) + 1
             out.append(_Tok("", "body", value[tag_end : len(value) - tag_end], line))
         elif ttype in T.String:
+            if not value.startswith("'") and "'" in value:
+                value = value[value.index("'") :]  # E'...', U&'...', B'...', X'...'
             inner = value[1:-1] if value.endswith("'") and len(value) > 1 else value[1:]
             if prev_q and len(inner) >= 2:
                 inner = inner[1:-1]  # q'[...]': drop the delimiters

@@ -1,7 +1,12 @@
 """Split answer and test scripts into statements the database driver can execute.
 
-Tokenising is sqlparse's (strings, quoted identifiers, comments, ``$$`` bodies are single
-tokens, so a ``;`` or ``/`` inside them never splits). On top of the tokens we apply the
+Tokenising, for PostgreSQL, is PostgreSQL's own scanner (``pglast.parser.scan``): strings
+(``standard_conforming_strings`` on, ``E''``, ``U&''``, ``B''``/``X''``), quoted identifiers,
+nested comments and dollar-quoted bodies are read exactly as the server reads them, so what
+the splitter and the safety check see is what the server runs (the harness pins
+``standard_conforming_strings`` and sends each statement with the extended protocol, which
+refuses a string holding two statements). For Oracle it is sqlparse's lexer, with q-quotes
+and backslashes (never an escape in Oracle) masked first. On top of the tokens we apply the
 client's rules:
 
 * **SQL*Plus** (Oracle): a statement starting with ``DECLARE``/``BEGIN``, ``CREATE [OR
@@ -24,6 +29,7 @@ import re
 from dataclasses import dataclass
 from typing import Iterator, Literal
 
+from pglast import parser as pg_parser
 from sqlparse import lexer
 from sqlparse import tokens as T
 
@@ -138,12 +144,88 @@ def _fast_tokens(script: str, oracle: bool) -> list[tuple[object, str]]:
     return out
 
 
+#: PostgreSQL scanner token names by the sqlparse token type the splitter and the safety check read.
+_PG_TYPES = {
+    "SCONST": T.String.Single, "USCONST": T.String.Single, "BCONST": T.String.Single, "XCONST": T.String.Single,
+    "ICONST": T.Number.Integer, "FCONST": T.Number.Float, "PARAM": T.Name.Placeholder,
+    "C_COMMENT": T.Comment.Multiline, "SQL_COMMENT": T.Comment.Single,
+    "Op": T.Operator, "TYPECAST": T.Punctuation, "DOT_DOT": T.Punctuation, "COLON_EQUALS": T.Operator,
+    "EQUALS_GREATER": T.Operator, "LESS_EQUALS": T.Operator, "GREATER_EQUALS": T.Operator,
+    "NOT_EQUALS": T.Operator, "RIGHT_ARROW": T.Operator,
+}
+
+
+def _pg_scan(script: str, out: list[tuple[object, str]]) -> None:
+    """Append PostgreSQL's tokens of ``script`` to ``out``, with the text between them (blanks)."""
+    at = 0
+    for tok in pg_parser.scan(script):
+        if tok.start > at:
+            out.append((T.Text.Whitespace, script[at : tok.start]))
+        value = script[tok.start : tok.end + 1]
+        name = tok.name
+        if name == "SCONST" and value.startswith("$"):
+            ttype: object = T.Literal  # a dollar-quoted body
+        elif name in ("IDENT", "UIDENT") and value.endswith('"'):
+            ttype = T.String.Symbol
+        elif name.startswith("ASCII_"):
+            ttype = T.Operator if value == "/" else T.Punctuation
+        elif name in _PG_TYPES:
+            ttype = _PG_TYPES[name]
+        elif tok.kind == "NO_KEYWORD":
+            ttype = T.Name
+        else:
+            ttype = T.Keyword
+        if out and out[-1][1] == "\\" and tok.start == at:
+            ttype, value = T.Other, "\\" + value  # a psql meta-command word (``\\set``)
+            out.pop()
+        out.append((ttype, value))
+        at = tok.end + 1
+    if at < len(script):
+        out.append((T.Text.Whitespace, script[at:]))
+
+
+def _pg_tokens(script: str) -> list[tuple[object, str]]:
+    """PostgreSQL's own tokens of ``script`` (see the module docstring).
+
+    Where the server's scanner stops (an unterminated string, comment or body), the rest is one
+    ``Error`` token: the splitter then sends it as one statement, which the server refuses. A
+    psql meta-command line the scanner cannot read (``\\echo it's``) is one token of its own.
+    """
+    out: list[tuple[object, str]] = []
+    rest = script
+    while rest:
+        try:
+            _pg_scan(rest, out)
+            return out
+        except pg_parser.ParseError as exc:
+            where = exc.args[1] if len(exc.args) > 1 and isinstance(exc.args[1], int) else 0
+        line_start = rest.rfind("\n", 0, where) + 1
+        line_end = rest.find("\n", where)
+        line_end = len(rest) if line_end < 0 else line_end
+        meta = rest[line_start:where].lstrip(" \t").startswith("\\")
+        cut = line_start if meta else where
+        try:
+            _pg_scan(rest[:cut], out)
+        except pg_parser.ParseError:
+            out.append((T.Error, rest[:cut]))
+        if not meta:
+            out.append((T.Error, rest[cut:]))
+            return out
+        out.append((T.Other, rest[cut:line_end]))
+        rest = rest[line_end:]
+    return out
+
+
 def _tokens(script: str, oracle: bool = False) -> list[tuple[object, str]]:
+    if not oracle:
+        return _pg_tokens(script)
     if len(script) > FAST_TOKENIZER_FROM:
         return _fast_tokens(script, oracle)
-    if not oracle or "'" not in script or not _Q_QUOTE.search(script):
+    if "'" not in script:
         return list(lexer.tokenize(script))
-    masked = _mask_q_quotes(script)
+    # sqlparse reads a backslash before a quote as an escape; Oracle never does.
+    masked = script.replace("\\", "_")
+    masked = _mask_q_quotes(masked) if _Q_QUOTE.search(masked) else masked
     if masked == script:
         return list(lexer.tokenize(script))
     # Same length: map each token of the masked text back onto the original characters.

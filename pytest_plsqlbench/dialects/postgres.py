@@ -49,10 +49,6 @@ SCRATCH = "answers"
 TXN_STARTS = ("BEGIN", "START TRANSACTION", "COMMIT", "END", "ROLLBACK", "ABORT", "SAVEPOINT", "RELEASE", "PREPARE TRANSACTION")
 VOID_OID = 2278
 MAX_ROWS = 100_000
-#: Statements that can return many rows: their results are streamed (see _stream_rows).
-_ROW_STATEMENTS = frozenset(
-    {"SELECT", "WITH", "VALUES", "TABLE", "SHOW", "FETCH", "EXPLAIN", "EXECUTE", "INSERT", "UPDATE", "DELETE", "MERGE"}
-)
 #: Seconds recover() keeps trying to get the database back.
 RECOVERY_S = 20.0
 #: Rows fetched per round trip while streaming a result.
@@ -360,11 +356,10 @@ class PostgresSession(Session):
         self._capture = True
         try:
             with watchdog, self.conn.cursor() as cur:
-                if first_keyword(stmt.text).lstrip("(") in _ROW_STATEMENTS:
-                    self._stream_rows(cur, stmt.text)
-                else:  # DO, CALL, DDL ...: at most a row or two
-                    cur.execute(stmt.text)
-                    self._collect_rows(cur)
+                # Always the extended protocol: the server refuses a string holding more than
+                # one statement, so it runs exactly the statement the splitter and the safety
+                # check saw (a splitter/server disagreement is an error, never hidden SQL).
+                self._stream_rows(cur, stmt.text)
         except psycopg.Error as exc:
             return self._failed(exc, stmt, phase, watchdog.fired)
         finally:
@@ -400,18 +395,6 @@ class PostgresSession(Session):
         if failure == outcomes.INFRASTRUCTURE:
             raise InfrastructureError(f"database error {sqlstate}: {exc}") from exc
         return DbError(str(exc).strip(), sqlstate, failure, stmt.line)
-
-    def _collect_rows(self, cur: psycopg.Cursor[Any]) -> None:
-        while True:
-            if cur.description:
-                void = all(col.type_code == VOID_OID for col in cur.description)
-                for n, row in enumerate(cur):
-                    if n >= MAX_ROWS or self._out.truncated:
-                        break
-                    if not void:
-                        self._out.append(format_row(row))
-            if not cur.nextset():
-                break
 
     def _stream_rows(self, cur: psycopg.Cursor[Any], text: str) -> None:
         """Run one statement, keeping at most MAX_ROWS rows / max_output characters of its result.
