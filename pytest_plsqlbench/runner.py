@@ -63,6 +63,11 @@ def _capture(execution: Execution) -> list[str]:
     return lines
 
 
+def _answers_own(exc: InfrastructureError) -> bool:
+    """The backend says a repeat of this error under the same answer is the answer's doing."""
+    return bool(getattr(exc, "repeats_are_the_answers", False))
+
+
 @dataclass
 class TurnState:
     answer: Answer
@@ -257,10 +262,18 @@ class TaskRun:
                 outcome = self._run_test_once(turn_index, test)
                 outcome.extra["retried"] = str(first)
             except InfrastructureError as second:
-                outcome = TestOutcome(
-                    turn_index, test.id, False, outcomes.INFRASTRUCTURE,
-                    f"infrastructure error (after one retry): {second}",
-                )
+                if _answers_own(first) and _answers_own(second):
+                    # The session was lost twice running the same answer, and nothing says the
+                    # harness or anyone else ended it: the answer's failure (documented class).
+                    outcome = TestOutcome(
+                        turn_index, test.id, False, outcomes.WRONG_OUTPUT,
+                        f"the answer's session was lost again when run a second time: {second}",
+                    )
+                else:
+                    outcome = TestOutcome(
+                        turn_index, test.id, False, outcomes.INFRASTRUCTURE,
+                        f"infrastructure error (after one retry): {second}",
+                    )
         outcome.duration_s = time.monotonic() - t0
         warning = self.turns[turn_index - 1].warning
         if warning:

@@ -58,7 +58,6 @@ ROW_CHUNK = 500
 _INTERFACE = {"42883", "42P01", "42703", "3F000", "42809", "42725", "42P02", "42704"}
 _ARTIFACT = {"42601", "42P13", "42P16", "42804", "0A000", "42P18", "42611", "42P10", "2F005", "42P08"}
 _TIMEOUT = {"57014", "55P03", "25P03"}
-_INFRA_PREFIX = ("08", "57P", "58", "XX", "53")
 #: FATALs an unprivileged session can only bring on itself by changing its own settings.
 _ANSWER_FATAL = {"25P03", "25P04", "57P05"}
 #: Session limits re-asserted (to the role's defaults) after every script whose effects stay.
@@ -73,7 +72,13 @@ _CLIENT_COPY = re.compile(r"\bSTD(?:IN|OUT)\b", re.I)
 
 
 def classify(sqlstate: str | None, phase: Phase) -> str:
-    """Failure class of a PostgreSQL error raised while installing or testing an answer."""
+    """Failure class of a PostgreSQL error raised while installing or testing an answer.
+
+    Never ``infrastructure``: PL/pgSQL can raise any SQLSTATE (``XX000``, ``58030``, ``08006``,
+    ``57P01``, ``53000`` ...), so an error that arrives on a live connection is the answer's.
+    Whether the harness's machinery failed is decided from the connection and the server
+    themselves (:meth:`PostgresSession._failed`), not from a code.
+    """
     if not sqlstate:
         return outcomes.INVALID_ARTIFACT if phase == "install" else outcomes.WRONG_OUTPUT
     if sqlstate in _TIMEOUT:
@@ -82,15 +87,32 @@ def classify(sqlstate: str | None, phase: Phase) -> str:
         return outcomes.UNSAFE
     if sqlstate in _INTERFACE:
         return outcomes.INTERFACE
-    if sqlstate.startswith("53") and sqlstate != "53000":
-        return outcomes.WRONG_OUTPUT  # out of memory / too many ... caused by the answer
-    if sqlstate.startswith(_INFRA_PREFIX):
-        return outcomes.INFRASTRUCTURE
     if phase == "install":
         return outcomes.INVALID_ARTIFACT
     if sqlstate in _ARTIFACT or sqlstate.startswith("42"):
         return outcomes.INVALID_ARTIFACT
     return outcomes.WRONG_OUTPUT
+
+
+class SessionLost(InfrastructureError):
+    """The candidate's connection really closed (its own state says so) under a statement.
+
+    ``external``: the server or someone with the right to signal backends ended it (a genuine
+    ``57P01`` FATAL -- the candidate may not signal backends -- or the server process died), so
+    it is the harness's trouble however often it repeats. Otherwise the statement may have
+    brought it on (a backend crash): the runner retries once, and a second loss under the same
+    answer is the answer's failure.
+    """
+
+    def __init__(self, message: str, *, external: bool) -> None:
+        super().__init__(message)
+        self.external = external
+        #: Read by the runner: a repeat with the same answer is that answer's failure.
+        self.repeats_are_the_answers = not external
+
+
+class _SessionBroken(InfrastructureError):
+    """A harness statement failed on a live connection: the answer left the session unusable."""
 
 
 class _EndedByAnswer(InfrastructureError):
@@ -148,6 +170,14 @@ END $g$""",
 WHEN TAG IN ('CREATE FUNCTION', 'CREATE PROCEDURE', 'CREATE AGGREGATE', 'ALTER FUNCTION', 'ALTER ROUTINE')
 EXECUTE FUNCTION public.plsqlbench_guard_end()""",
 )
+
+
+#: Characters of a database message kept when it is received (an answer can raise megabytes).
+MAX_MESSAGE = 4000
+
+
+def _clip_text(text: str, limit: int = MAX_MESSAGE) -> str:
+    return text if len(text) <= limit else f"{text[:limit]} ... <{len(text) - limit} more characters>"
 
 
 def _one_line(exc: BaseException) -> str:
@@ -247,19 +277,35 @@ class PostgresSession(Session):
         self._out.append(diag.message_primary or "")
 
 
+    def _lost(self) -> bool:
+        """The connection itself is gone (its own state, whatever error code came with it)."""
+        conn = self.conn
+        return conn is None or conn.closed or conn.broken or conn.pgconn.status != psycopg.pq.ConnStatus.OK
+
+    def _lost_error(self, exc: BaseException, doing: str) -> SessionLost:
+        sqlstate = getattr(exc, "sqlstate", None)
+        server_died = self.backend.server is not None and not self.backend.server.alive()
+        external = sqlstate == "57P01" or server_died
+        why = "the server process died" if server_died else _clip_text(_one_line(exc))
+        return SessionLost(f"database connection lost {doing}: {why}", external=external)
+
     def _exec(self, query: str | pgsql.Composable) -> None:
-        """Run a harness statement; any failure is the harness's, unless the answer ended the session."""
+        """Run a harness statement.
+
+        The connection lost: :class:`SessionLost` (or the answer's own session limit fired).
+        A failure on a live connection: the answer left the session unusable (``_SessionBroken``).
+        """
         assert self.conn is not None
         try:
             self.conn.execute(query)
-        except psycopg.Error as exc:
-            lost = self.conn.closed or self.conn.broken
+        except (psycopg.Error, UnicodeError) as exc:
+            lost = self._lost()
             if lost and getattr(exc, "sqlstate", None) in _ANSWER_FATAL:
-                raise _EndedByAnswer(f"the answer's own session limit ended its connection: {str(exc).strip()}",
-                                     exc.sqlstate) from exc
-            if lost or isinstance(exc, psycopg.OperationalError):
-                raise InfrastructureError(f"database connection lost: {exc}") from exc
-            raise InfrastructureError(f"harness statement failed: {str(exc).strip()}") from exc
+                raise _EndedByAnswer(f"the answer's own session limit ended its connection: {_clip_text(str(exc).strip())}",
+                                     getattr(exc, "sqlstate", None)) from exc
+            if lost:
+                raise self._lost_error(exc, "between statements") from exc
+            raise _SessionBroken(f"harness statement failed: {_clip_text(str(exc).strip())}") from exc
 
     # ----------------------------------------------------------------- task scope
     def begin_task(self) -> None:
@@ -309,7 +355,12 @@ class PostgresSession(Session):
         savepoint = "plsql_test" if isolated else "plsql_install"
         self._out = OutputCapture(self.backend.settings.max_output, result.lines)
         t0 = time.monotonic()
-        self._exec(f"SAVEPOINT {savepoint}")
+        try:
+            self._exec(f"SAVEPOINT {savepoint}")
+        except _SessionBroken as exc:  # left so by the previous script (or the role's defaults)
+            self._restart_scope()
+            result.error = DbError(f"the answer left its session unusable: {exc}", None, classify(None, phase), None)
+            return result
         self._savepoint = savepoint
         try:
             for stmt in statements:
@@ -319,6 +370,9 @@ class PostgresSession(Session):
                 if error is not None:
                     result.error = error
                     break
+        except _SessionBroken as exc:
+            # A harness statement between the answer's statements failed on a live connection.
+            result.error = DbError(f"the answer left its session unusable: {exc}", None, classify(None, phase), None)
         finally:
             self._capture = False
             self._savepoint = None
@@ -331,6 +385,13 @@ class PostgresSession(Session):
                 self._restart_scope()
                 if result.error is None:
                     result.error = DbError(str(exc), exc.sqlstate, outcomes.TIMEOUT, None)
+            except _SessionBroken as exc:
+                # What the script left (a savepoint gone, a setting the harness cannot undo ...)
+                # makes the harness's own statements fail: the script's failure, in a fresh scope.
+                self._restart_scope()
+                if result.error is None:
+                    result.error = DbError(f"the answer left its session unusable: {exc}", None,
+                                           classify(None, phase), None)
             result.duration_s = time.monotonic() - t0
         return result
 
@@ -362,6 +423,12 @@ class PostgresSession(Session):
                 self._stream_rows(cur, stmt.text)
         except psycopg.Error as exc:
             return self._failed(exc, stmt, phase, watchdog.fired)
+        except (UnicodeError, ValueError, OverflowError) as exc:
+            # A result the driver cannot read (the answer changed client_encoding mid-statement,
+            # a value out of Python's range ...): the answer's failure.
+            if self._lost() or self.conn.info.transaction_status == psycopg.pq.TransactionStatus.ACTIVE:
+                self._restart_scope()
+            return DbError(f"unreadable result: {_clip_text(_one_line(exc))}", None, classify(None, phase), stmt.line)
         finally:
             self._capture = False
         if self._in_task and self.conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE:
@@ -376,7 +443,7 @@ class PostgresSession(Session):
         """Classify a failed statement; raise InfrastructureError when the harness lost the database."""
         assert self.conn is not None
         sqlstate = getattr(exc, "sqlstate", None)
-        lost = self.conn.closed or self.conn.broken
+        lost = self._lost()
         timeout = self.backend.settings.timeout
         if timed_out or (lost and sqlstate in _ANSWER_FATAL):
             if lost:
@@ -384,17 +451,14 @@ class PostgresSession(Session):
             why = (f"statement ran longer than {timeout:g}s and was cancelled" if timed_out
                    else f"the answer's own session limit ended its connection: {str(exc).strip()}")
             return DbError(why, sqlstate, outcomes.TIMEOUT, stmt.line)
-        if lost or (isinstance(exc, psycopg.OperationalError) and not sqlstate):
-            raise InfrastructureError(f"database connection lost: {exc}") from exc
+        if lost:
+            raise self._lost_error(exc, f"running script line {stmt.line}") from exc
         if self.conn.info.transaction_status == psycopg.pq.TransactionStatus.ACTIVE:
             # The protocol is mid-command (should not happen after the COPY guard): start over.
             self._restart_scope()
             return DbError(f"the statement left the connection unusable: {exc}", sqlstate,
                            outcomes.INVALID_ARTIFACT, stmt.line)
-        failure = classify(sqlstate, phase)
-        if failure == outcomes.INFRASTRUCTURE:
-            raise InfrastructureError(f"database error {sqlstate}: {exc}") from exc
-        return DbError(str(exc).strip(), sqlstate, failure, stmt.line)
+        return DbError(_clip_text(str(exc).strip()), sqlstate, classify(sqlstate, phase), stmt.line)
 
     def _stream_rows(self, cur: psycopg.Cursor[Any], text: str) -> None:
         """Run one statement, keeping at most MAX_ROWS rows / max_output characters of its result.
