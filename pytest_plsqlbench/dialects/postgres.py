@@ -62,6 +62,40 @@ _TIMEOUT = {"57014", "55P03", "25P03"}
 _ANSWER_FATAL = {"25P03", "25P04", "57P05"}
 #: Session limits re-asserted (to the role's defaults) after every script whose effects stay.
 _LIMIT_SETTINGS = ("statement_timeout", "lock_timeout", "idle_in_transaction_session_timeout", "idle_session_timeout")
+#: The candidate's search path. ``pg_catalog`` is left implicit, which PostgreSQL searches
+#: *first* (naming it first would make it the schema unqualified CREATEs go to): on equal
+#: signatures a built-in wins, and the event-trigger guard refuses the better-matching
+#: signatures that would otherwise outrank it. ``pg_temp`` last: a temporary type or table
+#: cannot shadow a fixture's (PostgreSQL searches ``pg_temp`` first unless it is placed
+#: explicitly; functions and operators are never looked up there).
+SEARCH_PATH = f"{SCRATCH}, public, pg_temp"
+#: Session settings the harness depends on (reading results, lexing answers, resolving names):
+#: pinned in every candidate connection's startup packet (which outranks role and database
+#: defaults) and reset after every script; an answer that changes one changes it for its own
+#: script only.
+PINNED_SETTINGS = {
+    "client_encoding": "UTF8",
+    "standard_conforming_strings": "on",
+    "backslash_quote": "safe_encoding",
+    "DateStyle": "ISO, MDY",
+    "IntervalStyle": "postgres",
+    "extra_float_digits": "1",
+    "bytea_output": "hex",
+    "xmloption": "content",
+    "search_path": SEARCH_PATH,
+    "client_min_messages": "notice",
+    "check_function_bodies": "on",
+    "default_transaction_read_only": "off",
+    "default_transaction_isolation": "read committed",
+    "default_transaction_deferrable": "off",
+    "transform_null_equals": "off",
+    "array_nulls": "on",
+    "row_security": "on",
+    "idle_session_timeout": "0",
+}
+#: Reported by the server after every change (GUC_REPORT) and read by the harness's lexer and
+#: driver: restored at once after any statement that changes them.
+_REPORTED_PINS = ("client_encoding", "standard_conforming_strings")
 #: Superuser-only functions' neighbours that PUBLIC may run by default but answers must not:
 #: ending its own session would pass an answer's failure off as the harness's.
 _REVOKED_FUNCTIONS = ("pg_terminate_backend",)
@@ -252,7 +286,8 @@ class PostgresSession(Session):
     def connect(self) -> None:
         self.close()
         try:
-            conn = psycopg.connect(self.backend.candidate_dsn, autocommit=True, prepare_threshold=None)
+            conn = psycopg.connect(self.backend.candidate_dsn, autocommit=True, prepare_threshold=None,
+                                   options=self.backend.pinned_options)
         except psycopg.Error as exc:
             raise InfrastructureError(f"cannot connect as the candidate role: {exc}") from exc
         conn.add_notice_handler(self._on_notice)
@@ -297,7 +332,8 @@ class PostgresSession(Session):
         """
         assert self.conn is not None
         try:
-            self.conn.execute(query)
+            # Bytes: the harness's statements never depend on the client encoding in force.
+            self.conn.execute(query.encode() if isinstance(query, str) else query)
         except (psycopg.Error, UnicodeError) as exc:
             lost = self._lost()
             if lost and getattr(exc, "sqlstate", None) in _ANSWER_FATAL:
@@ -341,6 +377,8 @@ class PostgresSession(Session):
         except InfrastructureError:
             self.connect()
         self._in_task = False
+        if self.backend.restore_role_settings():
+            self.connect()  # its defaults were read when it connected
         if self._broken_isolation:
             log.warning("an answer ended the task transaction early; rebuilding the scratch schema")
             self.backend.reset_scratch()
@@ -422,6 +460,7 @@ class PostgresSession(Session):
                 # check saw (a splitter/server disagreement is an error, never hidden SQL).
                 self._stream_rows(cur, stmt.text)
         except psycopg.Error as exc:
+            self._restore_reported_pins()
             return self._failed(exc, stmt, phase, watchdog.fired)
         except (UnicodeError, ValueError, OverflowError) as exc:
             # A result the driver cannot read (the answer changed client_encoding mid-statement,
@@ -431,6 +470,7 @@ class PostgresSession(Session):
             return DbError(f"unreadable result: {_clip_text(_one_line(exc))}", None, classify(None, phase), stmt.line)
         finally:
             self._capture = False
+        self._restore_reported_pins()
         if self._in_task and self.conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE:
             # Something ended our transaction despite the filter; restore the scope shape.
             self._broken_isolation = True
@@ -438,6 +478,25 @@ class PostgresSession(Session):
             if self._savepoint:
                 self._exec(f"SAVEPOINT {self._savepoint}")
         return None
+
+    def _restore_reported_pins(self) -> None:
+        """Put back at once the pinned settings the lexer and the driver read, if a statement
+        changed them: the script's later statements were split with their values, and the
+        driver cannot even encode a query in some encodings (``EUC_TW``). Read from libpq's
+        own copy of what the server reported, reset below psycopg's encoding layer."""
+        pgconn = self.conn.pgconn if self.conn is not None else None
+        if pgconn is None or pgconn.status != psycopg.pq.ConnStatus.OK:
+            return
+        changed = [name for name in _REPORTED_PINS
+                   if pgconn.parameter_status(name.encode()) != PINNED_SETTINGS[name].encode()]
+        if not changed:
+            return
+        status = pgconn.transaction_status
+        if status == psycopg.pq.TransactionStatus.INERROR:
+            return  # the harness's ROLLBACK TO SAVEPOINT comes next and restores them
+        res = pgconn.exec_("; ".join(f"RESET {name}" for name in changed).encode())
+        if res.status != psycopg.pq.ExecStatus.COMMAND_OK:
+            raise _SessionBroken(f"could not restore {', '.join(changed)}")
 
     def _failed(self, exc: psycopg.Error, stmt: Statement, phase: Phase, timed_out: bool) -> DbError:
         """Classify a failed statement; raise InfrastructureError when the harness lost the database."""
@@ -493,9 +552,10 @@ class PostgresSession(Session):
             return
         if keep:
             self._exec(f"RELEASE SAVEPOINT {savepoint}")
-            # An answer's SET of its own limits must not outlive its script (e.g. an idle
-            # timeout of 1ms firing between the harness's statements).
-            self._exec(self.backend.limit_reset)
+            # An answer's SET of its own limits and of the settings the harness reads must not
+            # outlive its script (e.g. an idle timeout of 1ms firing between the harness's
+            # statements, a client_encoding the driver cannot decode).
+            self._exec(self.backend.setting_reset)
         else:
             self._exec(f"ROLLBACK TO SAVEPOINT {savepoint}")
             self._exec(f"RELEASE SAVEPOINT {savepoint}")
@@ -523,8 +583,12 @@ class PostgresBackend(Backend):
         self._owns_database = False
         self._version = ""
         self._session: PostgresSession | None = None
-        #: ``SET <limit> = DEFAULT`` for each limit the server knows (see _LIMIT_SETTINGS).
-        self.limit_reset = "; ".join(f"SET {name} = DEFAULT" for name in _LIMIT_SETTINGS)
+        #: ``RESET`` of every pinned setting and limit the server knows (after each kept script).
+        self.setting_reset = "; ".join(f"RESET {name}" for name in (*PINNED_SETTINGS, *_LIMIT_SETTINGS))
+        #: The candidate connection's startup options (see PINNED_SETTINGS).
+        self.pinned_options = ""
+        #: pg_db_role_setting rows of the candidate and the database as provisioned.
+        self._role_settings: list[tuple[Any, ...]] = []
 
     # ----------------------------------------------------------------- lifecycle
     @property
@@ -616,9 +680,7 @@ class PostgresBackend(Backend):
             pgsql.SQL("REVOKE CREATE ON SCHEMA public FROM PUBLIC"),
             pgsql.SQL("GRANT USAGE ON SCHEMA public TO {}").format(role),
             pgsql.SQL("CREATE SCHEMA {} AUTHORIZATION {}").format(pgsql.Identifier(SCRATCH), role),
-            pgsql.SQL("ALTER ROLE {} IN DATABASE {} SET search_path = {}, public").format(
-                role, db, pgsql.Identifier(SCRATCH)
-            ),
+            pgsql.SQL("ALTER ROLE {} IN DATABASE {} SET search_path = {}").format(role, db, pgsql.SQL(SEARCH_PATH)),
             pgsql.SQL("ALTER ROLE {} SET statement_timeout = {}").format(role, pgsql.Literal(f"{int(t * 1000)}ms")),
             pgsql.SQL("ALTER ROLE {} SET lock_timeout = {}").format(role, pgsql.Literal(f"{int(t * 1000)}ms")),
             pgsql.SQL("ALTER ROLE {} SET idle_in_transaction_session_timeout = '30min'").format(role),
@@ -657,7 +719,17 @@ class PostgresBackend(Backend):
             except psycopg.errors.InsufficientPrivilege as exc:
                 log.warning("containment step skipped (%s): %s", exc.diag.message_primary, step.as_string(self.admin))
         limits = _LIMIT_SETTINGS + (("transaction_timeout",) if self.admin.info.server_version >= 170000 else ())
-        self.limit_reset = "; ".join(f"SET {name} = DEFAULT" for name in limits)
+        self.setting_reset = "; ".join(f"RESET {name}" for name in (*PINNED_SETTINGS, *limits))
+        pins = dict(PINNED_SETTINGS)
+        pins["TimeZone"] = str(self.admin.execute("SHOW TimeZone").fetchone()[0])
+        pins["statement_timeout"] = pins["lock_timeout"] = f"{int(self.settings.timeout * 1000)}ms"
+        pins["idle_in_transaction_session_timeout"] = "30min"
+        if "transaction_timeout" in limits:
+            pins["transaction_timeout"] = "0"
+        self.pinned_options = " ".join(
+            "-c {}={}".format(name, value.replace("\\", "\\\\").replace(" ", "\\ ")) for name, value in pins.items()
+        )
+        self._role_settings = self._current_role_settings()
         bad = self.admin.execute(
             "SELECT string_agg(r.rolname, ', ') FROM pg_roles r JOIN pg_roles c ON c.rolname = %s "
             "WHERE (r.oid <> c.oid AND pg_has_role(c.oid, r.oid, 'MEMBER')) OR (r.oid = c.oid AND r.rolsuper)",
@@ -665,6 +737,43 @@ class PostgresBackend(Backend):
         ).fetchone()
         if bad and bad[0]:
             raise UsageError(f"the candidate role {self.role} must be an unprivileged role, but it is/has {bad[0]}")
+
+    def _current_role_settings(self) -> list[tuple[Any, ...]]:
+        assert self.admin is not None
+        return self.admin.execute(
+            "SELECT s.setdatabase, s.setrole, s.setconfig FROM pg_catalog.pg_db_role_setting s "
+            "WHERE s.setrole = (SELECT oid FROM pg_catalog.pg_roles WHERE rolname = %s) "
+            "OR (s.setrole = 0 AND s.setdatabase = (SELECT oid FROM pg_catalog.pg_database "
+            "WHERE datname = pg_catalog.current_database())) ORDER BY 1, 2",
+            (self.role,),
+        ).fetchall()
+
+    def restore_role_settings(self) -> bool:
+        """Put the candidate's role and database defaults back as provisioned (True if they changed).
+
+        An ordinary role may ``ALTER ROLE CURRENT_USER SET ...`` its own defaults, which no event
+        trigger sees; inside the task's transaction that is rolled back, and this check (one
+        query per task, on the harness's connection) makes sure nothing that escaped it reaches
+        the next task's connection.
+        """
+        assert self.admin is not None
+        if self._current_role_settings() == self._role_settings:
+            return False
+        log.warning("the candidate role's or the database's defaults were changed; restoring them")
+        with self.admin.transaction():
+            role, db = pgsql.Identifier(self.role), pgsql.Identifier(self.dbname)
+            self.admin.execute(pgsql.SQL("ALTER ROLE {} RESET ALL").format(role))
+            self.admin.execute(pgsql.SQL("ALTER ROLE {} IN DATABASE {} RESET ALL").format(role, db))
+            self.admin.execute(pgsql.SQL("ALTER DATABASE {} RESET ALL").format(db))
+            for db_oid, _role_oid, config in self._role_settings:
+                for item in config or ():
+                    name, _, raw = item.partition("=")
+                    # Our own provisioned values; a list setting is written as a list, not one string.
+                    value = pgsql.SQL(raw) if name == "search_path" else pgsql.Literal(raw)
+                    where = pgsql.SQL(" IN DATABASE {}").format(db) if db_oid else pgsql.SQL("")
+                    target = pgsql.SQL("ALTER ROLE {}{} SET {} = {}").format(role, where, pgsql.Identifier(name), value)
+                    self.admin.execute(target)
+        return True
 
     def stop(self) -> None:
         if self._session is not None:
