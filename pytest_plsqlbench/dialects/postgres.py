@@ -166,42 +166,67 @@ def _dsn_with(dsn: str, **params: str) -> str:
     return psycopg.conninfo.make_conninfo(dsn, **params)
 
 
-#: Event triggers (superuser-owned, so they bind the candidate whatever the safety check says):
-#: tests compare results with ``=``/``IS DISTINCT FROM`` and call built-ins unqualified, and
-#: PostgreSQL prefers an exact-type operator or function in any schema on the search path over
-#: pg_catalog's polymorphic one. An answer must not redefine those: no operators or casts, and
-#: no function or procedure named like a built-in function.
+#: Event triggers (superuser-owned, so they bind the candidate whatever the safety check says).
+#: Tests compare results with ``=``/``IS DISTINCT FROM``, call built-ins and fixture helpers
+#: unqualified and cast to fixture types, and PostgreSQL prefers an exact-type function or
+#: operator in *any* schema on the search path over pg_catalog's polymorphic one. So the
+#: candidate may not create operators, casts, conversions, collations, text search objects or
+#: rules (refused when the command starts), and no command of its may end with a routine
+#: named like a function of ``pg_catalog`` or ``public`` (CREATE, ``ALTER ... RENAME``,
+#: ``ALTER ... SET SCHEMA``, aggregates and procedures alike), a type, domain or table row type
+#: named like a type of ``pg_catalog`` or a standalone type of ``public`` (``CREATE TYPE
+#: pg_temp.x`` included), or a trigger on a table outside its own schemas. Both functions pin
+#: their own search_path: nothing the candidate creates changes what they resolve to.
 _GUARD_SQL = (
-    """CREATE FUNCTION public.plsqlbench_guard_start() RETURNS event_trigger LANGUAGE plpgsql AS $g$
+    """CREATE FUNCTION public.plsqlbench_guard_start() RETURNS event_trigger LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp AS $g$
 BEGIN
   IF session_user = {role} THEN
-    RAISE EXCEPTION 'answers may not create operators or casts (%): tests compare with the built-in ones', tg_tag
+    RAISE EXCEPTION 'answers may not %: tests compare with the built-in operators, casts and collations', lower(tg_tag)
       USING ERRCODE = '42501';
   END IF;
 END $g$""",
     """CREATE EVENT TRIGGER plsqlbench_guard_start ON ddl_command_start
 WHEN TAG IN ('CREATE OPERATOR', 'CREATE OPERATOR CLASS', 'CREATE OPERATOR FAMILY', 'ALTER OPERATOR',
-             'CREATE CAST', 'CREATE CONVERSION')
+             'ALTER OPERATOR CLASS', 'ALTER OPERATOR FAMILY', 'CREATE CAST', 'CREATE CONVERSION',
+             'ALTER CONVERSION', 'CREATE COLLATION', 'ALTER COLLATION', 'CREATE RULE',
+             'CREATE TEXT SEARCH CONFIGURATION', 'CREATE TEXT SEARCH DICTIONARY', 'CREATE TEXT SEARCH PARSER',
+             'CREATE TEXT SEARCH TEMPLATE', 'ALTER TEXT SEARCH CONFIGURATION', 'ALTER TEXT SEARCH DICTIONARY',
+             'CREATE TRANSFORM')
 EXECUTE FUNCTION public.plsqlbench_guard_start()""",
-    """CREATE FUNCTION public.plsqlbench_guard_end() RETURNS event_trigger LANGUAGE plpgsql AS $g$
+    """CREATE FUNCTION public.plsqlbench_guard_end() RETURNS event_trigger LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp AS $g$
 DECLARE
   shadow text;
 BEGIN
   IF session_user <> {role} THEN
     RETURN;
   END IF;
-  SELECT p.proname INTO shadow
-    FROM pg_event_trigger_ddl_commands() c JOIN pg_proc p ON p.oid = c.objid
-   WHERE c.classid = 'pg_proc'::regclass
-     AND EXISTS (SELECT 1 FROM pg_proc b WHERE b.pronamespace = 'pg_catalog'::regnamespace AND b.proname = p.proname)
+  SELECT c.object_type || ' ' || c.object_identity INTO shadow
+    FROM pg_catalog.pg_event_trigger_ddl_commands() c
+   WHERE (c.classid = 'pg_catalog.pg_proc'::pg_catalog.regclass AND EXISTS (
+            SELECT 1 FROM pg_catalog.pg_proc p JOIN pg_catalog.pg_proc b ON b.proname = p.proname AND b.oid <> p.oid
+             WHERE p.oid = c.objid
+               AND b.pronamespace IN ('pg_catalog'::pg_catalog.regnamespace, 'public'::pg_catalog.regnamespace)))
+      OR (c.classid IN ('pg_catalog.pg_type'::pg_catalog.regclass, 'pg_catalog.pg_class'::pg_catalog.regclass) AND EXISTS (
+            SELECT 1 FROM pg_catalog.pg_type t JOIN pg_catalog.pg_type b ON b.typname = t.typname AND b.oid <> t.oid
+             WHERE t.oid = CASE WHEN c.classid = 'pg_catalog.pg_type'::pg_catalog.regclass THEN c.objid
+                                ELSE (SELECT r.reltype FROM pg_catalog.pg_class r WHERE r.oid = c.objid) END
+               AND (b.typnamespace = 'pg_catalog'::pg_catalog.regnamespace
+                    OR (b.typnamespace = 'public'::pg_catalog.regnamespace
+                        AND (b.typrelid = 0 OR EXISTS (SELECT 1 FROM pg_catalog.pg_class r
+                                                        WHERE r.oid = b.typrelid AND r.relkind = 'c'))))))
+      OR (c.classid = 'pg_catalog.pg_trigger'::pg_catalog.regclass AND NOT EXISTS (
+            SELECT 1 FROM pg_catalog.pg_trigger g JOIN pg_catalog.pg_class r ON r.oid = g.tgrelid
+              JOIN pg_catalog.pg_namespace n ON n.oid = r.relnamespace
+             WHERE g.oid = c.objid AND (n.nspname = {scratch} OR n.oid = pg_catalog.pg_my_temp_schema())))
    LIMIT 1;
   IF shadow IS NOT NULL THEN
-    RAISE EXCEPTION 'answers may not define a routine named like the built-in function %', shadow
+    RAISE EXCEPTION 'answers may not define %: a built-in, fixture or harness object of that name is what the tests use', shadow
       USING ERRCODE = '42501';
   END IF;
 END $g$""",
     """CREATE EVENT TRIGGER plsqlbench_guard_end ON ddl_command_end
-WHEN TAG IN ('CREATE FUNCTION', 'CREATE PROCEDURE', 'CREATE AGGREGATE', 'ALTER FUNCTION', 'ALTER ROUTINE')
 EXECUTE FUNCTION public.plsqlbench_guard_end()""",
 )
 
@@ -561,7 +586,7 @@ class PostgresSession(Session):
             self._exec(f"RELEASE SAVEPOINT {savepoint}")
             # What a savepoint does not undo must not reach the next test either.
             self._exec("DEALLOCATE ALL")
-            self._exec("SELECT pg_advisory_unlock_all()")
+            self._exec("SELECT pg_catalog.pg_advisory_unlock_all()")
 
 
 class PostgresBackend(Backend):
@@ -707,7 +732,7 @@ class PostgresBackend(Backend):
         assert self.admin is not None
         role = pgsql.Identifier(self.role)
         steps = [pgsql.SQL("ALTER ROLE {} SET temp_file_limit = {}").format(role, pgsql.Literal(TEMP_FILE_LIMIT))]
-        steps += [pgsql.SQL(sql).format(role=pgsql.Literal(self.role)) for sql in _GUARD_SQL]
+        steps += [pgsql.SQL(sql).format(role=pgsql.Literal(self.role), scratch=pgsql.Literal(SCRATCH)) for sql in _GUARD_SQL]
         for (proc,) in self.admin.execute(
             "SELECT p.oid::regprocedure::text FROM pg_proc p WHERE p.pronamespace = 'pg_catalog'::regnamespace "
             "AND p.proname = ANY(%s)", (list(_REVOKED_FUNCTIONS),)
