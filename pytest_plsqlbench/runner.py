@@ -116,6 +116,8 @@ class TaskRun:
         self.installed_upto = 0
         self._epoch = 0
         self.started = False
+        #: Seconds of the task's time budget (--plsql-task-timeout) its answer has used so far.
+        self.spent = 0.0
 
     # ----------------------------------------------------------------- lifecycle
     def start(self) -> None:
@@ -250,8 +252,39 @@ class TaskRun:
         return self.safety(self.task, index, code, earlier=earlier)
 
     def run_test(self, turn_index: int, test: UnitTest) -> TestOutcome:
-        """Run one unit test (installing earlier turns first); never raises for model faults."""
+        """Run one unit test (installing earlier turns first); never raises for model faults.
+
+        Everything done for the answer here (installs, reinstalls after a lost session, the
+        test, a retry) counts against the task's time budget; once it is used up the remaining
+        tests fail as ``timeout`` without running.
+        """
         t0 = time.monotonic()
+        budget = getattr(self.settings, "task_timeout", 0.0) or 0.0
+        if budget and self.spent >= budget:
+            return TestOutcome(
+                turn_index, test.id, False, outcomes.TIMEOUT,
+                f"not run: the answer used up its task's time budget of {budget:g}s (--plsql-task-timeout)",
+            )
+        try:
+            session = self.backend.session()
+            session.deadline = t0 + (budget - self.spent) if budget else None
+        except InfrastructureError:
+            session = None  # the attempts below report it
+        try:
+            outcome = self._run_test_attempts(turn_index, test)
+        finally:
+            if session is not None:
+                session.deadline = None
+            self.spent += time.monotonic() - t0
+        outcome.duration_s = time.monotonic() - t0
+        warning = self.turns[turn_index - 1].warning
+        if warning:
+            # --plsql-safety=warn: the answer ran; its record says what the check found.
+            outcome.extra["safety_warning"] = warning
+            outcome.message = "\n".join(m for m in (outcome.message, f"safety warning: {warning}") if m)
+        return outcome
+
+    def _run_test_attempts(self, turn_index: int, test: UnitTest) -> TestOutcome:
         try:
             outcome = self._run_test_once(turn_index, test)
         except InfrastructureError as first:
@@ -274,12 +307,6 @@ class TaskRun:
                         turn_index, test.id, False, outcomes.INFRASTRUCTURE,
                         f"infrastructure error (after one retry): {second}",
                     )
-        outcome.duration_s = time.monotonic() - t0
-        warning = self.turns[turn_index - 1].warning
-        if warning:
-            # --plsql-safety=warn: the answer ran; its record says what the check found.
-            outcome.extra["safety_warning"] = warning
-            outcome.message = "\n".join(m for m in (outcome.message, f"safety warning: {warning}") if m)
         return outcome
 
     def _restart_rollout(self, turn_index: int) -> None:

@@ -476,6 +476,13 @@ class PostgresSession(Session):
             return DbError("COPY to or from the client (STDIN/STDOUT) is not supported; use SQL",
                            None, outcomes.INVALID_ARTIFACT, stmt.line)
         timeout = self.backend.settings.timeout
+        if self.deadline is not None:
+            left = self.deadline - time.monotonic()
+            if left <= 0:
+                return DbError("the task's time budget is used up (--plsql-task-timeout)", None,
+                               outcomes.TIMEOUT, stmt.line)
+            if left < timeout:
+                timeout = max(left - 1.0, 0.05)  # the watchdog adds its one second of grace
         watchdog = _Watchdog(self, timeout)
         self._capture = True
         try:
@@ -532,7 +539,9 @@ class PostgresSession(Session):
         if timed_out or (lost and sqlstate in _ANSWER_FATAL):
             if lost:
                 self._restart_scope()
-            why = (f"statement ran longer than {timeout:g}s and was cancelled" if timed_out
+            budget_cut = self.deadline is not None and time.monotonic() >= self.deadline - 0.5
+            why = ("the task's time budget ran out during this statement (--plsql-task-timeout)" if timed_out and budget_cut
+                   else f"statement ran longer than {timeout:g}s and was cancelled" if timed_out
                    else f"the answer's own session limit ended its connection: {str(exc).strip()}")
             return DbError(why, sqlstate, outcomes.TIMEOUT, stmt.line)
         if lost:
