@@ -214,7 +214,11 @@ class TaskRun:
             state.blocked = TestOutcome(turn=index, test_id="", passed=False, failure_class=cls, message=message)
 
         if answer.status == "not_generated":
-            return blocked(outcomes.NOT_GENERATED, f"not generated: {answer.error or 'no answer'}")
+            blocked(outcomes.NOT_GENERATED, f"not generated: {answer.error or 'no answer'}")
+            if getattr(self.settings, "missing", "fail") == "exclude":
+                assert state.blocked is not None
+                state.blocked.extra[outcomes.MISSING_EXCLUDED_KEY] = "--plsql-missing=exclude"
+            return None
         if answer.status == "error":
             return blocked(outcomes.INFRASTRUCTURE, f"generation failed: {answer.error or 'provider error'}")
         code = answer.code or ""
@@ -344,7 +348,8 @@ class TaskRun:
         state = self.turns[turn_index - 1]
         if state.blocked is not None:
             b = state.blocked
-            return TestOutcome(turn_index, test.id, False, b.failure_class, b.message, error_code=b.error_code)
+            return TestOutcome(turn_index, test.id, False, b.failure_class, b.message, error_code=b.error_code,
+                               extra=dict(b.extra))
         script = test.script if test.script is not None else (state.answer.code or "")
         execution = self.backend.session().run(script, isolated=True, phase="test")
         outcome = self._judge(turn_index, test, execution)

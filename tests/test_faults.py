@@ -286,7 +286,7 @@ def test_corrupt_answer_cache_entry_counts_as_missing_not_fatal(pytester: pytest
         asked = len(stub.bodies())
         # Cache only: the corrupt entry counts as missing; its task is not generated, and listed.
         out = pytester.path / "r.json"
-        result = run(pytester, *base, "--plsql-cache-only", f"--plsql-results={out}")
+        result = run(pytester, *base, "--plsql-cache-only", "--plsql-missing=exclude", f"--plsql-results={out}")
         assert result.ret in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED)
         doc = json.loads(out.read_text())
         assert len(doc["subsets"]["mini"]["excluded_tasks"]) == 1
