@@ -239,6 +239,23 @@ def _clip_text(text: str, limit: int = MAX_MESSAGE) -> str:
     return text if len(text) <= limit else f"{text[:limit]} ... <{len(text) - limit} more characters>"
 
 
+def _notice_text(diag: psycopg.errors.Diagnostic, room: int) -> str:
+    """The notice's message, decoded only as far as the output cap has room for: a notice of
+    hundreds of megabytes costs libpq's copy of it, never a Python string of the same size."""
+    info = getattr(diag, "_info", None)
+    raw = None
+    try:
+        raw = info.error_field(psycopg.pq.DiagnosticField.MESSAGE_PRIMARY) if info is not None \
+            and not isinstance(info, dict) else None
+    except Exception:  # noqa: BLE001 - a psycopg without this internal: decode it all
+        raw = None
+    if raw is None:
+        return (diag.message_primary or "")[: max(room, 0) + 1]
+    cut = raw[: 4 * max(room, 0) + 4]  # at most 4 bytes per character
+    text = cut.decode(getattr(diag, "_encoding", "utf-8") or "utf-8", "replace")
+    return text if len(cut) == len(raw) else text[: max(room, 0) + 1]
+
+
 def _one_line(exc: BaseException) -> str:
     text = str(exc).strip()
     return text.splitlines()[0] if text else type(exc).__name__
@@ -332,9 +349,9 @@ class PostgresSession(Session):
     def _on_notice(self, diag: psycopg.errors.Diagnostic) -> None:
         # Only what the answer printed (RAISE ...), not server chatter such as
         # "function f() does not exist, skipping".
-        if not self._capture or "at RAISE" not in (diag.context or ""):
+        if not self._capture or self._out.truncated or "at RAISE" not in (diag.context or ""):
             return
-        self._out.append(diag.message_primary or "")
+        self._out.append(_notice_text(diag, self._out.limit - self._out.chars + 1))
 
 
     def _lost(self) -> bool:
