@@ -63,6 +63,10 @@ HOSTILE = {
     "collation": (WRONG + "CREATE COLLATION mine (provider = icu, locale = 'und');", "SELECT 1;", "1"),
     "text_search": (WRONG + "CREATE TEXT SEARCH CONFIGURATION english2 (COPY = english);", "SELECT 1;", "1"),
     "rule_on_own_table": (WRONG + "CREATE TABLE r(x int);\nCREATE RULE r_ins AS ON INSERT TO r DO INSTEAD NOTHING;", "SELECT 1;", "1"),
+    "table_shadows_fixture_table": (WRONG + "CREATE TABLE bench_rows(x int);\nINSERT INTO bench_rows VALUES (3);",
+                                    "SELECT max(x) = 3 FROM bench_rows;", "t"),
+    "view_renamed_onto_fixture_table": (WRONG + "CREATE VIEW v AS SELECT 3 AS x;\nALTER VIEW v RENAME TO bench_rows;",
+                                        "SELECT max(x) = 3 FROM bench_rows;", "t"),
     "trigger_on_fixture_table": (WRONG + "CREATE FUNCTION tf() RETURNS trigger LANGUAGE plpgsql AS $$BEGIN RETURN NULL; END$$;\n"
                                  "CREATE TRIGGER tr BEFORE INSERT ON public.bench_rows FOR EACH ROW EXECUTE FUNCTION tf();",
                                  "SELECT 1;", "1"),

@@ -175,7 +175,8 @@ def _dsn_with(dsn: str, **params: str) -> str:
 #: named like a function of ``pg_catalog`` or ``public`` (CREATE, ``ALTER ... RENAME``,
 #: ``ALTER ... SET SCHEMA``, aggregates and procedures alike), a type, domain or table row type
 #: named like a type of ``pg_catalog`` or a standalone type of ``public`` (``CREATE TYPE
-#: pg_temp.x`` included), or a trigger on a table outside its own schemas. Both functions pin
+#: pg_temp.x`` included), a table or view named like one of ``public`` (which tests read
+#: unqualified), or a trigger on a table outside its own schemas. Both functions pin
 #: their own search_path: nothing the candidate creates changes what they resolve to.
 _GUARD_SQL = (
     """CREATE FUNCTION public.plsqlbench_guard_start() RETURNS event_trigger LANGUAGE plpgsql
@@ -216,6 +217,10 @@ BEGIN
                     OR (b.typnamespace = 'public'::pg_catalog.regnamespace
                         AND (b.typrelid = 0 OR EXISTS (SELECT 1 FROM pg_catalog.pg_class r
                                                         WHERE r.oid = b.typrelid AND r.relkind = 'c'))))))
+      OR (c.classid = 'pg_catalog.pg_class'::pg_catalog.regclass AND EXISTS (
+            SELECT 1 FROM pg_catalog.pg_class r JOIN pg_catalog.pg_class b ON b.relname = r.relname AND b.oid <> r.oid
+             WHERE r.oid = c.objid AND r.relkind IN ('r', 'v', 'm', 'p', 'f')
+               AND b.relnamespace = 'public'::pg_catalog.regnamespace AND b.relkind IN ('r', 'v', 'm', 'p', 'f')))
       OR (c.classid = 'pg_catalog.pg_trigger'::pg_catalog.regclass AND NOT EXISTS (
             SELECT 1 FROM pg_catalog.pg_trigger g JOIN pg_catalog.pg_class r ON r.oid = g.tgrelid
               JOIN pg_catalog.pg_namespace n ON n.oid = r.relnamespace
