@@ -76,3 +76,38 @@ def test_oracle_q_quote_hiding_a_grant_is_read_by_the_safety_check() -> None:
     task = Task(id="t", subset="s", dialect="oracle", turns=(Turn(1, "p", (UnitTest("x", "assert", "x"),)),))
     answer = "SELECT '\\' FROM dual;\nGRANT DBA TO scott;\nSELECT '\\' FROM dual;"
     assert "privileges" in {f.rule for f in findings(task, answer)}
+
+
+# --------------------------------------------------------------------------- against the server
+ESCAPE = ("CREATE TABLE answers.x AS SELECT '\\' AS a; "
+          "CREATE FUNCTION yes(boolean, numeric) RETURNS boolean LANGUAGE sql AS 'SELECT true'; "
+          "CREATE AGGREGATE answers.leftover(numeric) (sfunc = yes, stype = boolean); "
+          "ALTER ROLE CURRENT_USER SET default_transaction_read_only = on; "
+          "ALTER ROLE CURRENT_USER SET statement_timeout = 0; COMMIT; BEGIN; SAVEPOINT plsql_install; "
+          "SELECT '\\' AS b -- ';\n"
+          "CREATE FUNCTION f() RETURNS int LANGUAGE sql AS 'SELECT 1';")
+
+
+def test_the_issue_escape_commits_nothing(tmp_path) -> None:  # noqa: ANN001
+    """Run with the safety check off: the database, not the filter, contains it. Nothing the
+    answer did survives its task: no object, no role default, the limits intact."""
+    from pytest_plsqlbench.dialects.postgres import PostgresBackend
+    from pytest_plsqlbench.runner import evaluate_task
+    from pytest_plsqlbench.settings import Settings
+
+    b = PostgresBackend(Settings(subsets=(), timeout=2.0), worker="integrity-lexer")
+    b.start()
+    try:
+        before = b._current_role_settings()
+        t = Task(id="esc", subset="s", dialect="postgres", entry_points=("f",),
+                 turns=(Turn(1, "p", (UnitTest("x", "output", "SELECT f();", ("1",)),)),))
+        evaluate_task(b, t, [ESCAPE])
+        assert b._current_role_settings() == before
+        assert b.scratch_objects() == []
+        canary = Task(id="c", subset="s", dialect="postgres", turns=(Turn(1, "p", (UnitTest(
+            "x", "output", "SELECT current_setting('statement_timeout'), current_setting('transaction_read_only'), "
+            "(SELECT count(*) FROM pg_proc WHERE proname = 'leftover');", ("2s,off,0",)),)),))
+        report = evaluate_task(b, canary, ["SELECT 1;"])
+        assert report.passed, [(o.message, o.actual) for o in report.outcomes]
+    finally:
+        b.stop()
