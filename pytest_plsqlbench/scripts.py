@@ -261,7 +261,8 @@ def first_keyword(text: str, n: int = 1) -> str:
 
 def _significant_words(toks: list[tuple[object, str]], start: int, n: int) -> list[str]:
     words: list[str] = []
-    for ttype, value in toks[start:]:
+    for k in range(start, len(toks)):  # by index: a slice would copy the rest of a long script
+        ttype, value = toks[k]
         if _is_blank(ttype) or _is_comment(ttype):
             continue
         # sqlparse lexes some phrases (``CREATE OR REPLACE``) as one token.
@@ -300,7 +301,8 @@ def _slash_line_at(toks: list[tuple[object, str]], i: int, at_line_start: bool) 
     ttype, value = toks[i]
     if value != "/" or not at_line_start:
         return False
-    for ttype2, value2 in toks[i + 1 :]:
+    for k in range(i + 1, len(toks)):
+        ttype2, value2 = toks[k]
         if _is_newline(value2) and _is_blank(ttype2):
             return True
         if _is_blank(ttype2):
@@ -309,9 +311,38 @@ def _slash_line_at(toks: list[tuple[object, str]], i: int, at_line_start: bool) 
     return True
 
 
+#: A line of a PostgreSQL script holding a psql meta-command or a lone ``/`` (client rules).
+_PG_CLIENT_LINE = re.compile(r"^[ \t]*[/\\]", re.M)
+
+
 def split(script: str, dialect: str) -> list[Statement]:
     """Split ``script`` into statements following the dialect's client rules."""
+    if dialect != "oracle" and len(script) > FAST_TOKENIZER_FROM:
+        fast = _pg_split_large(script)
+        if fast is not None:
+            return fast
     return list(_split(script, dialect))
+
+
+def _pg_split_large(script: str) -> list[Statement] | None:
+    """A large PostgreSQL script (a data fixture) split by PostgreSQL's scanner in C, without
+    building a token per word; None when client rules apply (meta-commands, ``/`` lines) or the
+    scanner stops early: the token-by-token splitter handles those."""
+    text = script.replace("\r\n", "\n").replace("\r", "\n")
+    if _PG_CLIENT_LINE.search(text):
+        return None
+    try:
+        slices = pg_parser.split(text, with_parser=False, only_slices=True)
+    except pg_parser.ParseError:
+        return None
+    out, line, at = [], 1, 0
+    for piece in slices:
+        line += text.count("\n", at, piece.start)
+        at = piece.start
+        body = text[piece]
+        lead = len(body) - len(body.lstrip())
+        out.append(Statement(body.strip(), "sql", line + body.count("\n", 0, lead), None))
+    return out
 
 
 def _split(script: str, dialect: str) -> Iterator[Statement]:
