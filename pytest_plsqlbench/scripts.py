@@ -340,9 +340,32 @@ def _pg_split_large(script: str) -> list[Statement] | None:
         line += text.count("\n", at, piece.start)
         at = piece.start
         body = text[piece]
-        lead = len(body) - len(body.lstrip())
-        out.append(Statement(body.strip(), "sql", line + body.count("\n", 0, lead), None))
+        lead = _leading_blanks(body)
+        out.append(Statement(body[lead:].strip(), "sql", line + body.count("\n", 0, lead), None))
     return out
+
+
+def _leading_blanks(body: str) -> int:
+    """Length of the blanks and comments a statement starts with (the token path skips them)."""
+    i, n = 0, len(body)
+    while i < n:
+        if body[i].isspace():
+            i += 1
+        elif body.startswith("--", i):
+            end = body.find("\n", i)
+            i = n if end < 0 else end + 1
+        elif body.startswith("/*", i):
+            depth, i = 1, i + 2
+            while i < n and depth:
+                if body.startswith("/*", i):
+                    depth, i = depth + 1, i + 2
+                elif body.startswith("*/", i):
+                    depth, i = depth - 1, i + 2
+                else:
+                    i += 1
+        else:
+            break
+    return i
 
 
 def _split(script: str, dialect: str) -> Iterator[Statement]:
