@@ -12,7 +12,10 @@ The protocol (PLSQLBench App. C and §3.4):
 
 An answer that fails to install fails every test of its turn with the install error's
 class. Infrastructure errors are retried once on a recovered database; if they persist the
-test is reported as ``infrastructure`` and left out of the metrics.
+test is reported as ``infrastructure`` and left out of the metrics -- unless the backend says
+the loss may be the answer's doing and it repeats with the same answer, which is then its
+failure. Everything done for an answer counts against its task's time budget
+(``--plsql-task-timeout``).
 """
 
 from __future__ import annotations

@@ -16,8 +16,11 @@ outside ``answers``, SELECT only on fixtures, no ``pg_terminate_backend``; its t
 role defaults, re-asserted after every kept script and backed by a client-side watchdog;
 rows are streamed and output capped, so neither a huge result nor a flood of notices can
 exhaust the harness's memory. A connection the answer itself ended (its own idle or
-transaction timeout) is the answer's timeout; one lost for any other reason is an
-infrastructure error the runner retries once.
+transaction timeout) is the answer's timeout; one that really closed for any other reason (read
+from the connection, never from an error code) is an infrastructure error the runner retries
+once; an error on a live connection, whatever its SQLSTATE, is the answer's. The session
+settings the harness depends on are pinned per connection and restored after every script
+(``PINNED_SETTINGS``), and every statement is sent alone over the extended protocol.
 """
 
 from __future__ import annotations
