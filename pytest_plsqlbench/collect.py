@@ -102,7 +102,7 @@ class PlsqlFailure(Exception):
     """A unit test failed; carries the outcome (the model's fault, or excluded infra)."""
 
     def __init__(self, outcome: TestOutcome) -> None:
-        super().__init__(outcome.message)
+        super().__init__(clip(outcome.message))
         self.outcome = outcome
 
 
@@ -138,7 +138,8 @@ class TaskNode(pytest.Collector):
         episode = harness.episode(self.task, self.sample)
         self.answers = episode.answers
         backend = harness.backend_for()
-        run = TaskRun(backend, self.task, episode, safety=harness.safety, judges=harness.judges)
+        run = TaskRun(backend, self.task, episode, safety=harness.safety, judges=harness.judges,
+                      task_timeout=harness.settings.task_timeout, missing=harness.settings.missing)
         try:
             run.start()
         except FixtureError as exc:  # the data cannot be loaded: not runnable, like a missing schema
@@ -191,12 +192,22 @@ class PlsqlItem(pytest.Item):
         return self.path, 0, self.nodeid
 
 
+#: Characters of a failure message shown in the terminal report and JUnit (an answer controls it).
+MAX_FAILURE_CHARS = 2000
+
+
+def clip(text: str, limit: int = MAX_FAILURE_CHARS) -> str:
+    return text if len(text) <= limit else f"{text[:limit]} ... <{len(text) - limit} more characters>"
+
+
 def failure_text(outcome: TestOutcome) -> str:
-    lines = [f"[{outcome.failure_class}] {outcome.message}".rstrip()]
+    """What the terminal, JUnit and ``-rf`` show for a failed test: clipped, whatever the answer printed."""
+    lines = [clip(f"[{outcome.failure_class}] {outcome.message}".rstrip())]
     if outcome.expected is not None and outcome.actual is not None and "expected" not in outcome.message:
-        exp, act = normalize_lines(outcome.expected), normalize_lines(outcome.actual)
-        lines.append(f"expected: {exp[:5]!r}{' ...' if len(exp) > 5 else ''}")
-        lines.append(f"actual:   {act[:5]!r}{' ...' if len(act) > 5 else ''}")
+        exp = [clip(x, 200) for x in normalize_lines(outcome.expected[:6])]
+        act = [clip(x, 200) for x in normalize_lines(outcome.actual[:6])]
+        lines.append(f"expected: {exp[:5]!r}{' ...' if len(outcome.expected) > 5 else ''}")
+        lines.append(f"actual:   {act[:5]!r}{' ...' if len(outcome.actual) > 5 else ''}")
     return "\n".join(lines)
 
 

@@ -37,6 +37,7 @@ from .outcomes import (
     INFRASTRUCTURE,
     INTERFACE,
     INVALID_ARTIFACT,
+    MISSING_EXCLUDED_KEY,
     NOT_GENERATED,
     PASSED,
     SKIPPED,
@@ -48,13 +49,23 @@ from .reporting.stats import bootstrap_cis, mean, pass_at_k
 
 #: Skipped items (e.g. a task its data cannot run, "not runnable") are left out like excluded ones,
 #: but listed apart, never as failures.
-NOT_JUDGED = (*EXCLUDED, SKIPPED)
+#: Metrics-internal class of a ``not_generated`` test left out under --plsql-missing=exclude.
+MISSING_EXCLUDED = "not_generated_excluded"
+NOT_JUDGED = (*EXCLUDED, SKIPPED, MISSING_EXCLUDED)
 
 #: Metrics that get confidence intervals (the headline numbers of Tables 2, 9 and 10).
 HEADLINE = ("mean_test_pass", "suite_pass", "turn_suite_pass", "episode_pass")
 #: A failed analysis unit is classed by the earliest stage that failed: refused before running,
 #: does not compile, does not match the interface, ran too long, ran but answered wrong.
-UNIT_PRIORITY = (UNSAFE, INVALID_ARTIFACT, INTERFACE, TIMEOUT, WRONG_OUTPUT)
+UNIT_PRIORITY = (NOT_GENERATED, UNSAFE, INVALID_ARTIFACT, INTERFACE, TIMEOUT, WRONG_OUTPUT)
+
+
+def judged_class(rec: Mapping[str, Any]) -> str:
+    """A test record's class for the metrics (a not-generated test is excluded only by choice)."""
+    cls = rec.get("failure_class", PASSED)
+    if cls == NOT_GENERATED and (rec.get("extra") or {}).get(MISSING_EXCLUDED_KEY):
+        return MISSING_EXCLUDED
+    return cls
 
 
 @dataclass
@@ -70,6 +81,10 @@ class TaskScore:
     sample: int = 0
     #: Every test of the sample was skipped (not excluded for a harness problem).
     skipped: bool = False
+    #: Tests left out of this sample's scores (infrastructure, excluded missing answers).
+    n_excluded: int = 0
+    #: Some test had no answer and was left out by --plsql-missing=exclude.
+    missing_excluded: bool = False
 
     @property
     def multi_turn(self) -> bool:
@@ -116,7 +131,7 @@ def score_task(
     for rec in tests:
         turn = int(rec.get("turn", 1))
         seen_turns.add(turn)
-        cls = rec.get("failure_class", PASSED)
+        cls = judged_class(rec)
         if cls in NOT_JUDGED:
             excluded_classes[cls] += 1
             if cls == SKIPPED and not skip_reason:
@@ -139,7 +154,9 @@ def score_task(
             else "no judgeable test"
         )
         reason += f" ({what})" if what else ""
-    return TaskScore(subset, task_id, n_turns, per_turn, reason, sample, skipped)
+    n_excluded = sum(n for c, n in excluded_classes.items() if c != SKIPPED)
+    return TaskScore(subset, task_id, n_turns, per_turn, reason, sample, skipped, n_excluded,
+                     MISSING_EXCLUDED in excluded_classes)
 
 
 @dataclass
@@ -248,14 +265,14 @@ def unit_failures(tests: Iterable[Mapping[str, Any]]) -> Counter[str]:
     """
     units: dict[tuple[int, int], set[str]] = defaultdict(set)
     for rec in tests:
-        units[(int(rec.get("sample") or 0), int(rec.get("turn", 1)))].add(rec.get("failure_class", PASSED))
+        units[(int(rec.get("sample") or 0), int(rec.get("turn", 1)))].add(judged_class(rec))
     out: Counter[str] = Counter()
     for classes in units.values():
         judged = [c for c in UNIT_PRIORITY if c in classes]
         if judged:
             out[judged[0]] += 1
-        elif classes & set(EXCLUDED) and classes <= set(NOT_JUDGED):
-            out[INFRASTRUCTURE if INFRASTRUCTURE in classes else NOT_GENERATED] += 1
+        elif INFRASTRUCTURE in classes and classes <= set(NOT_JUDGED):
+            out[INFRASTRUCTURE] += 1
     return out
 
 
@@ -288,6 +305,10 @@ class SubsetMetrics:
     skipped_tasks: list[str] = field(default_factory=list)
     #: scored tasks of which only some tests ran; they stay in the metrics, scored on what ran.
     incomplete_tasks: list[str] = field(default_factory=list)
+    #: Tasks scored on fewer than all of their tests because some were excluded (infrastructure).
+    partly_excluded_tasks: list[str] = field(default_factory=list)
+    #: Tasks without an answer left out by --plsql-missing=exclude: the run is not comparable.
+    missing_excluded_tasks: list[str] = field(default_factory=list)
     #: failed unit tests by class.
     failure_classes: dict[str, int] = field(default_factory=dict)
     #: failed analysis units (task turns of a sample) by class, as in the paper's §4.4.
@@ -310,6 +331,8 @@ class SubsetMetrics:
             "excluded_tasks": list(self.excluded_tasks),
             "skipped_tasks": list(self.skipped_tasks),
             "incomplete_tasks": list(self.incomplete_tasks),
+            "partly_excluded_tasks": list(self.partly_excluded_tasks),
+            "missing_excluded_tasks": list(self.missing_excluded_tasks),
             "units": self.units,
             "failure_classes": dict(self.failure_classes),
             "failure_units": dict(self.failure_units),
@@ -341,6 +364,8 @@ def subset_metrics(
         excluded_tasks=[r.task_id for r in ordered if r.excluded and not r.skipped],
         skipped_tasks=[r.task_id for r in ordered if r.skipped],
         incomplete_tasks=[r.task_id for r in kept if r.incomplete],
+        partly_excluded_tasks=[r.task_id for r in kept if any(s.n_excluded for s in r.kept)],
+        missing_excluded_tasks=[r.task_id for r in ordered if any(s.missing_excluded for s in r.samples)],
         units=units,
     )
     if bootstrap and kept:

@@ -22,15 +22,19 @@ TIMEOUT = "timeout"
 UNSAFE = "unsafe"
 #: The harness could not evaluate (database down, provider failure): excluded from metrics.
 INFRASTRUCTURE = "infrastructure"
-#: No answer exists (e.g. --plsql-cache-only without a cached answer): excluded from metrics.
+#: No answer exists (an answers file without the task, --plsql-cache-only without a cached
+#: answer): a failure, unless ``--plsql-missing=exclude`` (then excluded, and the run is marked
+#: not comparable) -- otherwise a file holding only the answers a model got right scores 100 %.
 NOT_GENERATED = "not_generated"
+#: ``outcome.extra`` key marking a ``not_generated`` test left out under --plsql-missing=exclude.
+MISSING_EXCLUDED_KEY = "missing_excluded"
 
 #: A plugin skipped the item (e.g. a task the data at hand cannot run): not judged, listed apart.
 SKIPPED = "skipped"
 
 FAILURE_CLASSES = (INVALID_ARTIFACT, INTERFACE, WRONG_OUTPUT, TIMEOUT, UNSAFE, INFRASTRUCTURE, NOT_GENERATED)
 #: Classes that say nothing about the model: the metrics leave these items out.
-EXCLUDED = (INFRASTRUCTURE, NOT_GENERATED)
+EXCLUDED = (INFRASTRUCTURE,)
 
 LABELS = {
     PASSED: "passed",

@@ -12,7 +12,10 @@ The protocol (PLSQLBench App. C and §3.4):
 
 An answer that fails to install fails every test of its turn with the install error's
 class. Infrastructure errors are retried once on a recovered database; if they persist the
-test is reported as ``infrastructure`` and left out of the metrics.
+test is reported as ``infrastructure`` and left out of the metrics -- unless the backend says
+the loss may be the answer's doing and it repeats with the same answer, which is then its
+failure. Everything done for an answer counts against its task's time budget
+(``--plsql-task-timeout``).
 """
 
 from __future__ import annotations
@@ -47,6 +50,11 @@ class SafetyCheck(Protocol):
     mode: str
 
     def __call__(self, task: Task, turn: int, code: str, earlier: Sequence[str] = ()) -> str | None: ...
+
+
+def _answers_own(exc: InfrastructureError) -> bool:
+    """The backend says a repeat of this error under the same answer is the answer's doing."""
+    return bool(getattr(exc, "repeats_are_the_answers", False))
 
 
 @dataclass
@@ -85,6 +93,8 @@ class TaskRun:
         *,
         safety: SafetyCheck | None = None,
         judges: JudgeRegistry | None = None,
+        task_timeout: float = 0.0,
+        missing: str = "fail",
     ) -> None:
         episode = answers if isinstance(answers, Episode) else Episode.of(task, answers)
         if not episode.done:
@@ -104,6 +114,12 @@ class TaskRun:
         #: Tests of cumulative judges already run in this scope, in order (replayed if it restarts).
         self._cumulative: list[tuple[int, UnitTest]] = []
         self.started = False
+        #: The task's time budget in seconds (--plsql-task-timeout; 0: none) and what its answer
+        #: has used so far.
+        self.task_timeout = task_timeout
+        self.spent = 0.0
+        #: --plsql-missing: "fail" scores a missing answer, "exclude" leaves it out.
+        self.missing = missing
 
     @property
     def expected(self) -> dict[tuple[int, str], object]:
@@ -176,7 +192,11 @@ class TaskRun:
             state.blocked = TestOutcome(turn=index, test_id="", passed=False, failure_class=cls, message=message)
 
         if answer.status == "not_generated":
-            return blocked(outcomes.NOT_GENERATED, f"not generated: {answer.error or 'no answer'}")
+            blocked(outcomes.NOT_GENERATED, f"not generated: {answer.error or 'no answer'}")
+            if self.missing == "exclude":
+                assert state.blocked is not None
+                state.blocked.extra[outcomes.MISSING_EXCLUDED_KEY] = "--plsql-missing=exclude"
+            return None
         if answer.status == "error":
             return blocked(outcomes.INFRASTRUCTURE, f"generation failed: {answer.error or 'provider error'}")
         code = answer.code or ""
@@ -214,8 +234,39 @@ class TaskRun:
         return self.safety(self.task, index, code, earlier=earlier)
 
     def run_test(self, turn_index: int, test: UnitTest) -> TestOutcome:
-        """Run one unit test (installing earlier turns first); never raises for model faults."""
+        """Run one unit test (installing earlier turns first); never raises for model faults.
+
+        Everything done for the answer here (installs, reinstalls after a lost session, the
+        test, a retry) counts against the task's time budget; once it is used up the remaining
+        tests fail as ``timeout`` without running.
+        """
         t0 = time.monotonic()
+        budget = self.task_timeout
+        if budget and self.spent >= budget:
+            return TestOutcome(
+                turn_index, test.id, False, outcomes.TIMEOUT,
+                f"not run: the answer used up its task's time budget of {budget:g}s (--plsql-task-timeout)",
+            )
+        try:
+            session = self.backend.session()
+            session.deadline = t0 + (budget - self.spent) if budget else None
+        except InfrastructureError:
+            session = None  # the attempts below report it
+        try:
+            outcome = self._run_test_attempts(turn_index, test)
+        finally:
+            if session is not None:
+                session.deadline = None
+            self.spent += time.monotonic() - t0
+        outcome.duration_s = time.monotonic() - t0
+        warning = self.turns[turn_index - 1].warning
+        if warning:
+            # --plsql-safety=warn: the answer ran; its record says what the check found.
+            outcome.extra["safety_warning"] = warning
+            outcome.message = "\n".join(m for m in (outcome.message, f"safety warning: {warning}") if m)
+        return outcome
+
+    def _run_test_attempts(self, turn_index: int, test: UnitTest) -> TestOutcome:
         try:
             outcome = self._run_test_once(turn_index, test)
         except InfrastructureError as first:
@@ -226,16 +277,18 @@ class TaskRun:
                 outcome = self._run_test_once(turn_index, test)
                 outcome.extra["retried"] = str(first)
             except InfrastructureError as second:
-                outcome = TestOutcome(
-                    turn_index, test.id, False, outcomes.INFRASTRUCTURE,
-                    f"infrastructure error (after one retry): {second}",
-                )
-        outcome.duration_s = time.monotonic() - t0
-        warning = self.turns[turn_index - 1].warning
-        if warning:
-            # --plsql-safety=warn: the answer ran; its record says what the check found.
-            outcome.extra["safety_warning"] = warning
-            outcome.message = "\n".join(m for m in (outcome.message, f"safety warning: {warning}") if m)
+                if _answers_own(first) and _answers_own(second):
+                    # The session was lost twice running the same answer, and nothing says the
+                    # harness or anyone else ended it: the answer's failure (documented class).
+                    outcome = TestOutcome(
+                        turn_index, test.id, False, outcomes.WRONG_OUTPUT,
+                        f"the answer's session was lost again when run a second time: {second}",
+                    )
+                else:
+                    outcome = TestOutcome(
+                        turn_index, test.id, False, outcomes.INFRASTRUCTURE,
+                        f"infrastructure error (after one retry): {second}",
+                    )
         return outcome
 
     def _restart_rollout(self, turn_index: int) -> None:
@@ -284,7 +337,8 @@ class TaskRun:
         state = self.turns[turn_index - 1]
         if state.blocked is not None:
             b = state.blocked
-            return TestOutcome(turn_index, test.id, False, b.failure_class, b.message, error_code=b.error_code)
+            return TestOutcome(turn_index, test.id, False, b.failure_class, b.message, error_code=b.error_code,
+                               extra=dict(b.extra))
         execution = judge.execute(self.ctx, turn_index, test, state.answer.code or "")
         if judge.mode == "cumulative":
             self._cumulative.append((turn_index, test))
@@ -328,9 +382,11 @@ def evaluate_task(
     safety: SafetyCheck | None = None,
     judges: JudgeRegistry | None = None,
 ) -> TaskReport:
-    """Run every unit test of ``task`` with the given per-turn answers (``settings`` is unused,
-    kept for callers that pass it)."""
-    run = TaskRun(backend, task, answers, safety=safety, judges=judges)
+    """Run every unit test of ``task`` with the given per-turn answers (``settings``: the time
+    budget and the missing-answer rule; defaults without)."""
+    run = TaskRun(backend, task, answers, safety=safety, judges=judges,
+                  task_timeout=settings.task_timeout if settings else 0.0,
+                  missing=settings.missing if settings else "fail")
     report = TaskReport(task)
     run.start()
     try:

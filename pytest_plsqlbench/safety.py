@@ -139,6 +139,9 @@ class _Context:
     dialect: str
     entry: set[tuple[str, str]]
     created: set[tuple[str, str]] = field(default_factory=set)
+    #: The answer creates temporary tables: a DROP TABLE of a name built at run time (``EXECUTE
+    #: format('DROP TABLE %I', v)``) is taken to be one of them (the grants protect the rest).
+    temp_tables: bool = False
     findings: list[Finding] = field(default_factory=list)
 
 
@@ -159,6 +162,8 @@ def _lex(text: str, dialect: str, line0: int) -> list[_Tok]:
             tag_end = value.find("$", 1) + 1
             out.append(_Tok("", "body", value[tag_end : len(value) - tag_end], line))
         elif ttype in T.String:
+            if not value.startswith("'") and "'" in value:
+                value = value[value.index("'") :]  # E'...', U&'...', B'...', X'...'
             inner = value[1:-1] if value.endswith("'") and len(value) > 1 else value[1:]
             if prev_q and len(inner) >= 2:
                 inner = inner[1:-1]  # q'[...]': drop the delimiters
@@ -265,11 +270,20 @@ def _skip(toks: list[_Tok], i: int, *words: str) -> int:
 def _collect_created(units: Sequence[list[_Tok]], ctx: _Context) -> None:
     for toks in units:
         for i, tok in enumerate(toks):
+            if tok.word == "INTO" and i + 1 < len(toks) and toks[i + 1].word in ("TEMP", "TEMPORARY", "UNLOGGED", "TABLE"):
+                # SELECT ... INTO [TEMP|UNLOGGED] [TABLE] name: creates a table.
+                ctx.temp_tables = ctx.temp_tables or toks[i + 1].word in ("TEMP", "TEMPORARY")
+                name, _ = _name_at(toks, _skip(toks, i + 1, "TEMP", "TEMPORARY", "UNLOGGED", "TABLE"))
+                if name is not None:
+                    ctx.created.add(_key(name, ctx.dialect))
+                continue
             if tok.word != "CREATE":
                 continue
             kind, j = _kind_at(toks, i + 1)
             if kind is None:
                 continue
+            if kind == "TABLE" and any(t.word in ("TEMP", "TEMPORARY") for t in toks[i + 1 : j]):
+                ctx.temp_tables = True
             j = _skip(toks, j, "IF", "NOT", "EXISTS", "CONCURRENTLY")
             name, _ = _name_at(toks, j)
             if name is not None:
@@ -309,6 +323,8 @@ def _check_unit(toks: list[_Tok], ctx: _Context) -> None:
                 continue
             j = _skip(toks, j, "IF", "EXISTS", "CONCURRENTLY")
             for name in _name_list(toks, j):
+                if name is None and kind == "TABLE" and ctx.temp_tables:
+                    continue
                 if not _allowed(name, ctx):
                     add(Finding("drop", f"DROP {kind} {_show(name)}: not created by this answer nor an entry point", tok.line))
         elif w == "CREATE":
@@ -341,7 +357,8 @@ def _check_unit(toks: list[_Tok], ctx: _Context) -> None:
                 j += 1  # alias
             if name is not None and name[1] != "set" and j < n and toks[j].word == "SET" and not _allowed(name, ctx):
                 add(Finding("write", f"UPDATE {_show(name)}: writes data this answer did not create", tok.line))
-        elif w in ("GRANT", "REVOKE") and at_start:
+        elif w in ("GRANT", "REVOKE") and at_start and any(t.word in ("TO", "FROM") for t in toks[i + 1 :]):
+            # A statement, not the word: GRANT ... TO, REVOKE ... FROM ('Grant' as a value is not).
             add(Finding("privileges", w, tok.line))
         elif w == "SET":
             k = _skip(toks, i + 1, "SESSION", "LOCAL")

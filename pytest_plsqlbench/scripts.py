@@ -1,7 +1,12 @@
 """Split answer and test scripts into statements the database driver can execute.
 
-Tokenising is sqlparse's (strings, quoted identifiers, comments, ``$$`` bodies are single
-tokens, so a ``;`` or ``/`` inside them never splits). On top of the tokens we apply the
+Tokenising, for PostgreSQL, is PostgreSQL's own scanner (``pglast.parser.scan``): strings
+(``standard_conforming_strings`` on, ``E''``, ``U&''``, ``B''``/``X''``), quoted identifiers,
+nested comments and dollar-quoted bodies are read exactly as the server reads them, so what
+the splitter and the safety check see is what the server runs (the harness pins
+``standard_conforming_strings`` and sends each statement with the extended protocol, which
+refuses a string holding two statements). For Oracle it is sqlparse's lexer, with q-quotes
+and backslashes (never an escape in Oracle) masked first. On top of the tokens we apply the
 client's rules:
 
 * **SQL*Plus** (Oracle): a statement starting with ``DECLARE``/``BEGIN``, ``CREATE [OR
@@ -24,6 +29,7 @@ import re
 from dataclasses import dataclass
 from typing import Iterator, Literal
 
+from pglast import parser as pg_parser
 from sqlparse import lexer
 from sqlparse import tokens as T
 
@@ -138,12 +144,88 @@ def _fast_tokens(script: str, oracle: bool) -> list[tuple[object, str]]:
     return out
 
 
+#: PostgreSQL scanner token names by the sqlparse token type the splitter and the safety check read.
+_PG_TYPES = {
+    "SCONST": T.String.Single, "USCONST": T.String.Single, "BCONST": T.String.Single, "XCONST": T.String.Single,
+    "ICONST": T.Number.Integer, "FCONST": T.Number.Float, "PARAM": T.Name.Placeholder,
+    "C_COMMENT": T.Comment.Multiline, "SQL_COMMENT": T.Comment.Single,
+    "Op": T.Operator, "TYPECAST": T.Punctuation, "DOT_DOT": T.Punctuation, "COLON_EQUALS": T.Operator,
+    "EQUALS_GREATER": T.Operator, "LESS_EQUALS": T.Operator, "GREATER_EQUALS": T.Operator,
+    "NOT_EQUALS": T.Operator, "RIGHT_ARROW": T.Operator,
+}
+
+
+def _pg_scan(script: str, out: list[tuple[object, str]]) -> None:
+    """Append PostgreSQL's tokens of ``script`` to ``out``, with the text between them (blanks)."""
+    at = 0
+    for tok in pg_parser.scan(script):
+        if tok.start > at:
+            out.append((T.Text.Whitespace, script[at : tok.start]))
+        value = script[tok.start : tok.end + 1]
+        name = tok.name
+        if name == "SCONST" and value.startswith("$"):
+            ttype: object = T.Literal  # a dollar-quoted body
+        elif name in ("IDENT", "UIDENT") and value.endswith('"'):
+            ttype = T.String.Symbol
+        elif name.startswith("ASCII_"):
+            ttype = T.Operator if value == "/" else T.Punctuation
+        elif name in _PG_TYPES:
+            ttype = _PG_TYPES[name]
+        elif tok.kind == "NO_KEYWORD":
+            ttype = T.Name
+        else:
+            ttype = T.Keyword
+        if out and out[-1][1] == "\\" and tok.start == at:
+            ttype, value = T.Other, "\\" + value  # a psql meta-command word (``\\set``)
+            out.pop()
+        out.append((ttype, value))
+        at = tok.end + 1
+    if at < len(script):
+        out.append((T.Text.Whitespace, script[at:]))
+
+
+def _pg_tokens(script: str) -> list[tuple[object, str]]:
+    """PostgreSQL's own tokens of ``script`` (see the module docstring).
+
+    Where the server's scanner stops (an unterminated string, comment or body), the rest is one
+    ``Error`` token: the splitter then sends it as one statement, which the server refuses. A
+    psql meta-command line the scanner cannot read (``\\echo it's``) is one token of its own.
+    """
+    out: list[tuple[object, str]] = []
+    rest = script
+    while rest:
+        try:
+            _pg_scan(rest, out)
+            return out
+        except pg_parser.ParseError as exc:
+            where = exc.args[1] if len(exc.args) > 1 and isinstance(exc.args[1], int) else 0
+        line_start = rest.rfind("\n", 0, where) + 1
+        line_end = rest.find("\n", where)
+        line_end = len(rest) if line_end < 0 else line_end
+        meta = rest[line_start:where].lstrip(" \t").startswith("\\")
+        cut = line_start if meta else where
+        try:
+            _pg_scan(rest[:cut], out)
+        except pg_parser.ParseError:
+            out.append((T.Error, rest[:cut]))
+        if not meta:
+            out.append((T.Error, rest[cut:]))
+            return out
+        out.append((T.Other, rest[cut:line_end]))
+        rest = rest[line_end:]
+    return out
+
+
 def _tokens(script: str, oracle: bool = False) -> list[tuple[object, str]]:
+    if not oracle:
+        return _pg_tokens(script)
     if len(script) > FAST_TOKENIZER_FROM:
         return _fast_tokens(script, oracle)
-    if not oracle or "'" not in script or not _Q_QUOTE.search(script):
+    if "'" not in script:
         return list(lexer.tokenize(script))
-    masked = _mask_q_quotes(script)
+    # sqlparse reads a backslash before a quote as an escape; Oracle never does.
+    masked = script.replace("\\", "_")
+    masked = _mask_q_quotes(masked) if _Q_QUOTE.search(masked) else masked
     if masked == script:
         return list(lexer.tokenize(script))
     # Same length: map each token of the masked text back onto the original characters.
@@ -179,7 +261,8 @@ def first_keyword(text: str, n: int = 1) -> str:
 
 def _significant_words(toks: list[tuple[object, str]], start: int, n: int) -> list[str]:
     words: list[str] = []
-    for ttype, value in toks[start:]:
+    for k in range(start, len(toks)):  # by index: a slice would copy the rest of a long script
+        ttype, value = toks[k]
         if _is_blank(ttype) or _is_comment(ttype):
             continue
         # sqlparse lexes some phrases (``CREATE OR REPLACE``) as one token.
@@ -218,7 +301,8 @@ def _slash_line_at(toks: list[tuple[object, str]], i: int, at_line_start: bool) 
     ttype, value = toks[i]
     if value != "/" or not at_line_start:
         return False
-    for ttype2, value2 in toks[i + 1 :]:
+    for k in range(i + 1, len(toks)):
+        ttype2, value2 = toks[k]
         if _is_newline(value2) and _is_blank(ttype2):
             return True
         if _is_blank(ttype2):
@@ -227,9 +311,61 @@ def _slash_line_at(toks: list[tuple[object, str]], i: int, at_line_start: bool) 
     return True
 
 
+#: A line of a PostgreSQL script holding a psql meta-command or a lone ``/`` (client rules).
+_PG_CLIENT_LINE = re.compile(r"^[ \t]*[/\\]", re.M)
+
+
 def split(script: str, dialect: str) -> list[Statement]:
     """Split ``script`` into statements following the dialect's client rules."""
+    if dialect != "oracle" and len(script) > FAST_TOKENIZER_FROM:
+        fast = _pg_split_large(script)
+        if fast is not None:
+            return fast
     return list(_split(script, dialect))
+
+
+def _pg_split_large(script: str) -> list[Statement] | None:
+    """A large PostgreSQL script (a data fixture) split by PostgreSQL's scanner in C, without
+    building a token per word; None when client rules apply (meta-commands, ``/`` lines) or the
+    scanner stops early: the token-by-token splitter handles those."""
+    text = script.replace("\r\n", "\n").replace("\r", "\n")
+    if _PG_CLIENT_LINE.search(text):
+        return None
+    try:
+        slices = pg_parser.split(text, with_parser=False, only_slices=True)
+    except pg_parser.ParseError:
+        return None
+    out, line, at = [], 1, 0
+    for piece in slices:
+        line += text.count("\n", at, piece.start)
+        at = piece.start
+        body = text[piece]
+        lead = _leading_blanks(body)
+        out.append(Statement(body[lead:].strip(), "sql", line + body.count("\n", 0, lead), None))
+    return out
+
+
+def _leading_blanks(body: str) -> int:
+    """Length of the blanks and comments a statement starts with (the token path skips them)."""
+    i, n = 0, len(body)
+    while i < n:
+        if body[i].isspace():
+            i += 1
+        elif body.startswith("--", i):
+            end = body.find("\n", i)
+            i = n if end < 0 else end + 1
+        elif body.startswith("/*", i):
+            depth, i = 1, i + 2
+            while i < n and depth:
+                if body.startswith("/*", i):
+                    depth, i = depth + 1, i + 2
+                elif body.startswith("*/", i):
+                    depth, i = depth - 1, i + 2
+                else:
+                    i += 1
+        else:
+            break
+    return i
 
 
 def _split(script: str, dialect: str) -> Iterator[Statement]:

@@ -72,6 +72,23 @@ OPTIONS: tuple[Opt, ...] = (
         metavar="SECONDS",
     ),
     Opt(
+        "task-timeout",
+        "Seconds one task's answer may spend in the database in all: its installs (and any "
+        "reinstall after a lost session) and all of its tests. Once used up, the task's "
+        "remaining tests fail as timeout without running. 0: no budget.",
+        300.0,
+        type=float,
+        metavar="SECONDS",
+    ),
+    Opt(
+        "missing",
+        "Tasks an answers file (or, with --plsql-cache-only, the cache) has no answer for: "
+        "'fail' scores them as failed (class not_generated); 'exclude' leaves them out of the "
+        "metrics, and the run is marked not comparable.",
+        "fail",
+        choices=("fail", "exclude"),
+    ),
+    Opt(
         "max-output",
         "Characters of output (DBMS_OUTPUT / RAISE NOTICE / rows) kept per test; the rest is "
         "dropped and the test sees a truncation marker.",
@@ -246,6 +263,8 @@ class Settings:
     db: str = "embedded"
     dsn: str | None = None
     timeout: float = 10.0
+    task_timeout: float = 300.0
+    missing: str = "fail"
     max_output: int = 1_000_000
     data: Path | None = None
     sources: Mapping[str, Path] = field(default_factory=dict)
@@ -308,6 +327,8 @@ class Settings:
             )
         if v["timeout"] <= 0:
             raise UsageError("--plsql-timeout must be positive")
+        if v["task-timeout"] < 0:
+            raise UsageError("--plsql-task-timeout must not be negative (0: no budget)")
         for name in ("samples", "concurrency", "max-tokens", "max-output"):
             if v[name] < 1:
                 raise UsageError(f"--plsql-{name} must be at least 1")
@@ -352,6 +373,8 @@ class Settings:
             db=db,
             dsn=dsn,
             timeout=v["timeout"],
+            task_timeout=v["task-timeout"],
+            missing=v["missing"],
             max_output=v["max-output"],
             data=path(v["data"]),
             sources=sources,

@@ -278,7 +278,23 @@ def excluded_lines(subsets: Mapping[str, Mapping[str, Any]], limit: int = 10) ->
             lines.append(
                 f"{name}: {len(skipped)} task(s) skipped, not in the metrics: {shown_ids(skipped, limit)}"
             )
-    return lines + incomplete_lines(subsets, limit)
+    return lines + incomplete_lines(subsets, limit) + integrity_lines(subsets, limit)
+
+
+def integrity_lines(subsets: Mapping[str, Mapping[str, Any]], limit: int = 10) -> list[str]:
+    """Tasks scored without some of their tests, and tasks left out for lack of an answer
+    (``--plsql-missing=exclude``: such a run is not comparable with another)."""
+    lines = []
+    for name, m in subsets.items():
+        partly = m.get("partly_excluded_tasks") or []
+        if partly:
+            lines.append(f"{name}: {len(partly)} task(s) scored without some of their tests (infrastructure): "
+                         + shown_ids(partly, limit))
+        missing = m.get("missing_excluded_tasks") or []
+        if missing:
+            lines.append(f"{name}: NOT COMPARABLE: {len(missing)} task(s) without an answer left out of the metrics "
+                         f"(--plsql-missing=exclude): {shown_ids(missing, limit)}")
+    return lines
 
 
 def incomplete_lines(subsets: Mapping[str, Mapping[str, Any]], limit: int = 10) -> list[str]:
@@ -324,6 +340,7 @@ def summary_lines(document: Mapping[str, Any], verbose: int = 0) -> list[str]:
         n_part = sum(len(m.get("incomplete_tasks") or []) for m in subsets.values())
         if n_part:
             lines.append(incomplete_note(n_part))
+        lines.extend(integrity_lines(subsets, 3))
         return lines
     lines.extend(overall_lines(document.get("overall") or {}, subsets))
     lines.extend(pass_at_k_lines(subsets))

@@ -132,7 +132,7 @@ def canary(n: int) -> tuple[str, list[dict]]:
                    "current_setting('idle_in_transaction_session_timeout'), current_user = session_user, "
                    "pg_has_role(current_user, 'pg_execute_server_program', 'MEMBER'), "
                    "current_setting('search_path');",
-         "expected": [f"{TIMEOUT:g}s,0,30min,t,f,answers, public"]},
+         "expected": [f"{TIMEOUT:g}s,0,30min,t,f,answers, public, pg_temp"]},
         {"id": "no-leftovers", "kind": "output",
          "script": "SELECT (SELECT count(*) FROM pg_class c JOIN pg_namespace s ON s.oid = c.relnamespace "
                    "WHERE s.nspname = 'answers'), (SELECT string_agg(p.proname, ' ') FROM pg_proc p "

@@ -124,7 +124,8 @@ def comparable(doc: dict[str, Any]) -> dict[str, Any]:
     """The metrics, without what only says that something was excluded."""
     out = {}
     for name, metrics in doc["subsets"].items():
-        m = {k: v for k, v in metrics.items() if k not in ("excluded_tasks", "incomplete_tasks", "usage")}
+        m = {k: v for k, v in metrics.items()
+             if k not in ("excluded_tasks", "incomplete_tasks", "partly_excluded_tasks", "usage")}
         for key in ("failure_classes", "failure_units"):
             m[key] = {c: n for c, n in m[key].items() if c != "infrastructure"}
         out[name] = m
@@ -178,6 +179,7 @@ def test_killed_backend_server_and_workers_leave_the_metrics_of_an_undisturbed_r
     faulty = doc["subsets"]["faulty"]
     assert faulty["failure_classes"]["infrastructure"] == 2
     assert faulty["excluded_tasks"] == ["calc_e"]  # its only test was lost
+    assert faulty["partly_excluded_tasks"] == ["calc_d"]  # scored without its lost test, and named
     assert faulty["tasks"] == clean_doc["subsets"]["faulty"]["tasks"] == 5
     disturbed.stdout.fnmatch_lines(["*excluded from the metrics*calc_e*", "*FAILED faulty/calc_d/case-3*infrastructure*"],
                                    consecutive=False)
@@ -286,7 +288,7 @@ def test_corrupt_answer_cache_entry_counts_as_missing_not_fatal(pytester: pytest
         asked = len(stub.bodies())
         # Cache only: the corrupt entry counts as missing; its task is not generated, and listed.
         out = pytester.path / "r.json"
-        result = run(pytester, *base, "--plsql-cache-only", f"--plsql-results={out}")
+        result = run(pytester, *base, "--plsql-cache-only", "--plsql-missing=exclude", f"--plsql-results={out}")
         # The task without an answer fails its items (not generated); the other task still passes.
         assert result.ret == pytest.ExitCode.TESTS_FAILED
         result.assert_outcomes(passed=3, failed=3)

@@ -156,7 +156,7 @@ def test_one_request_per_task_turn_then_none(pytester: pytest.Pytester, stub: St
 def test_cache_only_on_empty_cache_names_every_task_and_calls_nothing(
     pytester: pytest.Pytester, stub: StubServer, probe: Path
 ) -> None:
-    result = run(pytester, stub, "-n", "2", "--plsql-cache-only", results="r.json")
+    result = run(pytester, stub, "-n", "2", "--plsql-cache-only", "--plsql-missing=exclude", results="r.json")
     assert stub.count == 0
     assert not any(litellm_imported(probe).values())
     doc = json.loads((pytester.path / "r.json").read_text())

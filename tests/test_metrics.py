@@ -82,7 +82,8 @@ def test_excluded_tests_are_left_out_and_empty_tasks_listed_not_scored_zero() ->
         "s",
         "g",
         1,
-        [{"turn": 1, "test_id": "x", "sample": 0, "passed": False, "failure_class": "not_generated"}],
+        [{"turn": 1, "test_id": "x", "sample": 0, "passed": False, "failure_class": "not_generated",
+          "extra": {"missing_excluded": "--plsql-missing=exclude"}}],
     )
     m = subset_metrics("s", [partial, gone])
     assert partial.test_pass == pytest.approx(0.5)

@@ -166,8 +166,9 @@ def test_compile_error_fails_every_test_of_the_task_as_invalid_artifact(pytester
 def test_missing_answers_are_not_generated_and_excluded(pytester: pytest.Pytester, mini: Path) -> None:
     answers = write_answers(pytester.path / "answers.jsonl", [{"task_id": "task_a", "answer": DOUBLE_REF_PG}])
     out = pytester.path / "r.json"
+    # Excluded only when asked (the default scores them failed: tests/test_integrity_missing.py).
     result = run(pytester, "--subset", "mini", "--plsql-tasks", str(mini), f"--plsql-answers={answers}",
-                 f"--plsql-results={out}", "-k", "task_a or task_b")
+                 f"--plsql-results={out}", "-k", "task_a or task_b", "--plsql-missing=exclude")
     result.assert_outcomes(passed=3, failed=3)
     doc = results(out)
     assert doc["subsets"]["mini"]["tasks"] == 1

@@ -410,7 +410,7 @@ def test_an_answer_recorded_twice_after_a_worker_crash_counts_once() -> None:
 
 # --------------------------------------------------------------------------- the summary
 def test_summary_shows_header_table_cis_comparability_failures_and_exclusions() -> None:
-    tasks = sample_tasks() + [task("mbpp", "gone", [[False]], cls="not_generated")]
+    tasks = sample_tasks() + [task("mbpp", "gone", [[False]], cls="infrastructure")]
     lines = summary_lines(build_document(HEADER, tasks, PAPER), 0)
     text = "\n".join(lines)
     assert lines[0].startswith(

@@ -93,6 +93,9 @@ class Session(abc.ABC):
     #: Bumped whenever the session had to start its task scope over (its connection died under
     #: an answer), losing what was installed; the runner then installs the answers again.
     scope_epoch: int = 0
+    #: ``time.monotonic()`` by which the current task's answer must be done (its time budget,
+    #: set by the runner around each test); a statement is not started past it and is cut at it.
+    deadline: float | None = None
 
     @abc.abstractmethod
     def begin_task(self) -> None: ...

@@ -16,8 +16,11 @@ outside ``answers``, SELECT only on fixtures, no ``pg_terminate_backend``; its t
 role defaults, re-asserted after every kept script and backed by a client-side watchdog;
 rows are streamed and output capped, so neither a huge result nor a flood of notices can
 exhaust the harness's memory. A connection the answer itself ended (its own idle or
-transaction timeout) is the answer's timeout; one lost for any other reason is an
-infrastructure error the runner retries once.
+transaction timeout) is the answer's timeout; one that really closed for any other reason (read
+from the connection, never from an error code) is an infrastructure error the runner retries
+once; an error on a live connection, whatever its SQLSTATE, is the answer's. The session
+settings the harness depends on are pinned per connection and restored after every script
+(``PINNED_SETTINGS``), and every statement is sent alone over the extended protocol.
 """
 
 from __future__ import annotations
@@ -49,10 +52,6 @@ SCRATCH = "answers"
 TXN_STARTS = ("BEGIN", "START TRANSACTION", "COMMIT", "END", "ROLLBACK", "ABORT", "SAVEPOINT", "RELEASE", "PREPARE TRANSACTION")
 VOID_OID = 2278
 MAX_ROWS = 100_000
-#: Statements that can return many rows: their results are streamed (see _stream_rows).
-_ROW_STATEMENTS = frozenset(
-    {"SELECT", "WITH", "VALUES", "TABLE", "SHOW", "FETCH", "EXPLAIN", "EXECUTE", "INSERT", "UPDATE", "DELETE", "MERGE"}
-)
 #: Seconds recover() keeps trying to get the database back.
 RECOVERY_S = 20.0
 #: Rows fetched per round trip while streaming a result.
@@ -62,11 +61,44 @@ ROW_CHUNK = 500
 _INTERFACE = {"42883", "42P01", "42703", "3F000", "42809", "42725", "42P02", "42704"}
 _ARTIFACT = {"42601", "42P13", "42P16", "42804", "0A000", "42P18", "42611", "42P10", "2F005", "42P08"}
 _TIMEOUT = {"57014", "55P03", "25P03"}
-_INFRA_PREFIX = ("08", "57P", "58", "XX", "53")
 #: FATALs an unprivileged session can only bring on itself by changing its own settings.
 _ANSWER_FATAL = {"25P03", "25P04", "57P05"}
 #: Session limits re-asserted (to the role's defaults) after every script whose effects stay.
 _LIMIT_SETTINGS = ("statement_timeout", "lock_timeout", "idle_in_transaction_session_timeout", "idle_session_timeout")
+#: The candidate's search path. ``pg_catalog`` is left implicit, which PostgreSQL searches
+#: *first* (naming it first would make it the schema unqualified CREATEs go to): on equal
+#: signatures a built-in wins, and the event-trigger guard refuses the better-matching
+#: signatures that would otherwise outrank it. ``pg_temp`` last: a temporary type or table
+#: cannot shadow a fixture's (PostgreSQL searches ``pg_temp`` first unless it is placed
+#: explicitly; functions and operators are never looked up there).
+SEARCH_PATH = f"{SCRATCH}, public, pg_temp"
+#: Session settings the harness depends on (reading results, lexing answers, resolving names):
+#: pinned in every candidate connection's startup packet (which outranks role and database
+#: defaults) and reset after every script; an answer that changes one changes it for its own
+#: script only.
+PINNED_SETTINGS = {
+    "client_encoding": "UTF8",
+    "standard_conforming_strings": "on",
+    "backslash_quote": "safe_encoding",
+    "DateStyle": "ISO, MDY",
+    "IntervalStyle": "postgres",
+    "extra_float_digits": "1",
+    "bytea_output": "hex",
+    "xmloption": "content",
+    "search_path": SEARCH_PATH,
+    "client_min_messages": "notice",
+    "check_function_bodies": "on",
+    "default_transaction_read_only": "off",
+    "default_transaction_isolation": "read committed",
+    "default_transaction_deferrable": "off",
+    "transform_null_equals": "off",
+    "array_nulls": "on",
+    "row_security": "on",
+    "idle_session_timeout": "0",
+}
+#: Reported by the server after every change (GUC_REPORT) and read by the harness's lexer and
+#: driver: restored at once after any statement that changes them.
+_REPORTED_PINS = ("client_encoding", "standard_conforming_strings")
 #: Superuser-only functions' neighbours that PUBLIC may run by default but answers must not:
 #: ending its own session would pass an answer's failure off as the harness's.
 _REVOKED_FUNCTIONS = ("pg_terminate_backend",)
@@ -77,7 +109,13 @@ _CLIENT_COPY = re.compile(r"\bSTD(?:IN|OUT)\b", re.I)
 
 
 def classify(sqlstate: str | None, phase: Phase) -> str:
-    """Failure class of a PostgreSQL error raised while installing or testing an answer."""
+    """Failure class of a PostgreSQL error raised while installing or testing an answer.
+
+    Never ``infrastructure``: PL/pgSQL can raise any SQLSTATE (``XX000``, ``58030``, ``08006``,
+    ``57P01``, ``53000`` ...), so an error that arrives on a live connection is the answer's.
+    Whether the harness's machinery failed is decided from the connection and the server
+    themselves (:meth:`PostgresSession._failed`), not from a code.
+    """
     if not sqlstate:
         return outcomes.INVALID_ARTIFACT if phase == "install" else outcomes.WRONG_OUTPUT
     if sqlstate in _TIMEOUT:
@@ -86,15 +124,32 @@ def classify(sqlstate: str | None, phase: Phase) -> str:
         return outcomes.UNSAFE
     if sqlstate in _INTERFACE:
         return outcomes.INTERFACE
-    if sqlstate.startswith("53") and sqlstate != "53000":
-        return outcomes.WRONG_OUTPUT  # out of memory / too many ... caused by the answer
-    if sqlstate.startswith(_INFRA_PREFIX):
-        return outcomes.INFRASTRUCTURE
     if phase == "install":
         return outcomes.INVALID_ARTIFACT
     if sqlstate in _ARTIFACT or sqlstate.startswith("42"):
         return outcomes.INVALID_ARTIFACT
     return outcomes.WRONG_OUTPUT
+
+
+class SessionLost(InfrastructureError):
+    """The candidate's connection really closed (its own state says so) under a statement.
+
+    ``external``: the server or someone with the right to signal backends ended it (a genuine
+    ``57P01`` FATAL -- the candidate may not signal backends -- or the server process died), so
+    it is the harness's trouble however often it repeats. Otherwise the statement may have
+    brought it on (a backend crash): the runner retries once, and a second loss under the same
+    answer is the answer's failure.
+    """
+
+    def __init__(self, message: str, *, external: bool) -> None:
+        super().__init__(message)
+        self.external = external
+        #: Read by the runner: a repeat with the same answer is that answer's failure.
+        self.repeats_are_the_answers = not external
+
+
+class _SessionBroken(InfrastructureError):
+    """A harness statement failed on a live connection: the answer left the session unusable."""
 
 
 class _EndedByAnswer(InfrastructureError):
@@ -114,44 +169,99 @@ def _dsn_with(dsn: str, **params: str) -> str:
     return psycopg.conninfo.make_conninfo(dsn, **params)
 
 
-#: Event triggers (superuser-owned, so they bind the candidate whatever the safety check says):
-#: tests compare results with ``=``/``IS DISTINCT FROM`` and call built-ins unqualified, and
-#: PostgreSQL prefers an exact-type operator or function in any schema on the search path over
-#: pg_catalog's polymorphic one. An answer must not redefine those: no operators or casts, and
-#: no function or procedure named like a built-in function.
+#: Event triggers (superuser-owned, so they bind the candidate whatever the safety check says).
+#: Tests compare results with ``=``/``IS DISTINCT FROM``, call built-ins and fixture helpers
+#: unqualified and cast to fixture types, and PostgreSQL prefers an exact-type function or
+#: operator in *any* schema on the search path over pg_catalog's polymorphic one. So the
+#: candidate may not create operators, casts, conversions, collations, text search objects or
+#: rules (refused when the command starts), and no command of its may end with a routine
+#: named like a function of ``pg_catalog`` or ``public`` (CREATE, ``ALTER ... RENAME``,
+#: ``ALTER ... SET SCHEMA``, aggregates and procedures alike), a type, domain or table row type
+#: named like a type of ``pg_catalog`` or a standalone type of ``public`` (``CREATE TYPE
+#: pg_temp.x`` included), a table or view named like one of ``public`` (which tests read
+#: unqualified), or a trigger on a table outside its own schemas. Both functions pin
+#: their own search_path: nothing the candidate creates changes what they resolve to.
 _GUARD_SQL = (
-    """CREATE FUNCTION public.plsqlbench_guard_start() RETURNS event_trigger LANGUAGE plpgsql AS $g$
+    """CREATE FUNCTION public.plsqlbench_guard_start() RETURNS event_trigger LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp AS $g$
 BEGIN
   IF session_user = {role} THEN
-    RAISE EXCEPTION 'answers may not create operators or casts (%): tests compare with the built-in ones', tg_tag
+    RAISE EXCEPTION 'answers may not %: tests compare with the built-in operators, casts and collations', lower(tg_tag)
       USING ERRCODE = '42501';
   END IF;
 END $g$""",
     """CREATE EVENT TRIGGER plsqlbench_guard_start ON ddl_command_start
 WHEN TAG IN ('CREATE OPERATOR', 'CREATE OPERATOR CLASS', 'CREATE OPERATOR FAMILY', 'ALTER OPERATOR',
-             'CREATE CAST', 'CREATE CONVERSION')
+             'ALTER OPERATOR CLASS', 'ALTER OPERATOR FAMILY', 'CREATE CAST', 'CREATE CONVERSION',
+             'ALTER CONVERSION', 'CREATE COLLATION', 'ALTER COLLATION', 'CREATE RULE',
+             'CREATE TEXT SEARCH CONFIGURATION', 'CREATE TEXT SEARCH DICTIONARY', 'CREATE TEXT SEARCH PARSER',
+             'CREATE TEXT SEARCH TEMPLATE', 'ALTER TEXT SEARCH CONFIGURATION', 'ALTER TEXT SEARCH DICTIONARY',
+             'CREATE TRANSFORM')
 EXECUTE FUNCTION public.plsqlbench_guard_start()""",
-    """CREATE FUNCTION public.plsqlbench_guard_end() RETURNS event_trigger LANGUAGE plpgsql AS $g$
+    """CREATE FUNCTION public.plsqlbench_guard_end() RETURNS event_trigger LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp AS $g$
 DECLARE
   shadow text;
 BEGIN
   IF session_user <> {role} THEN
     RETURN;
   END IF;
-  SELECT p.proname INTO shadow
-    FROM pg_event_trigger_ddl_commands() c JOIN pg_proc p ON p.oid = c.objid
-   WHERE c.classid = 'pg_proc'::regclass
-     AND EXISTS (SELECT 1 FROM pg_proc b WHERE b.pronamespace = 'pg_catalog'::regnamespace AND b.proname = p.proname)
+  SELECT c.object_type || ' ' || c.object_identity INTO shadow
+    FROM pg_catalog.pg_event_trigger_ddl_commands() c
+   WHERE (c.classid = 'pg_catalog.pg_proc'::pg_catalog.regclass AND EXISTS (
+            SELECT 1 FROM pg_catalog.pg_proc p JOIN pg_catalog.pg_proc b ON b.proname = p.proname AND b.oid <> p.oid
+             WHERE p.oid = c.objid
+               AND b.pronamespace IN ('pg_catalog'::pg_catalog.regnamespace, 'public'::pg_catalog.regnamespace)))
+      OR (c.classid IN ('pg_catalog.pg_type'::pg_catalog.regclass, 'pg_catalog.pg_class'::pg_catalog.regclass) AND EXISTS (
+            SELECT 1 FROM pg_catalog.pg_type t JOIN pg_catalog.pg_type b ON b.typname = t.typname AND b.oid <> t.oid
+             WHERE t.oid = CASE WHEN c.classid = 'pg_catalog.pg_type'::pg_catalog.regclass THEN c.objid
+                                ELSE (SELECT r.reltype FROM pg_catalog.pg_class r WHERE r.oid = c.objid) END
+               AND (b.typnamespace = 'pg_catalog'::pg_catalog.regnamespace
+                    OR (b.typnamespace = 'public'::pg_catalog.regnamespace
+                        AND (b.typrelid = 0 OR EXISTS (SELECT 1 FROM pg_catalog.pg_class r
+                                                        WHERE r.oid = b.typrelid AND r.relkind = 'c'))))))
+      OR (c.classid = 'pg_catalog.pg_class'::pg_catalog.regclass AND EXISTS (
+            SELECT 1 FROM pg_catalog.pg_class r JOIN pg_catalog.pg_class b ON b.relname = r.relname AND b.oid <> r.oid
+             WHERE r.oid = c.objid AND r.relkind IN ('r', 'v', 'm', 'p', 'f')
+               AND b.relnamespace = 'public'::pg_catalog.regnamespace AND b.relkind IN ('r', 'v', 'm', 'p', 'f')))
+      OR (c.classid = 'pg_catalog.pg_trigger'::pg_catalog.regclass AND NOT EXISTS (
+            SELECT 1 FROM pg_catalog.pg_trigger g JOIN pg_catalog.pg_class r ON r.oid = g.tgrelid
+              JOIN pg_catalog.pg_namespace n ON n.oid = r.relnamespace
+             WHERE g.oid = c.objid AND (n.nspname = {scratch} OR n.oid = pg_catalog.pg_my_temp_schema())))
    LIMIT 1;
   IF shadow IS NOT NULL THEN
-    RAISE EXCEPTION 'answers may not define a routine named like the built-in function %', shadow
+    RAISE EXCEPTION 'answers may not define %: a built-in, fixture or harness object of that name is what the tests use', shadow
       USING ERRCODE = '42501';
   END IF;
 END $g$""",
     """CREATE EVENT TRIGGER plsqlbench_guard_end ON ddl_command_end
-WHEN TAG IN ('CREATE FUNCTION', 'CREATE PROCEDURE', 'CREATE AGGREGATE', 'ALTER FUNCTION', 'ALTER ROUTINE')
 EXECUTE FUNCTION public.plsqlbench_guard_end()""",
 )
+
+
+#: Characters of a database message kept when it is received (an answer can raise megabytes).
+MAX_MESSAGE = 4000
+
+
+def _clip_text(text: str, limit: int = MAX_MESSAGE) -> str:
+    return text if len(text) <= limit else f"{text[:limit]} ... <{len(text) - limit} more characters>"
+
+
+def _notice_text(diag: psycopg.errors.Diagnostic, room: int) -> str:
+    """The notice's message, decoded only as far as the output cap has room for: a notice of
+    hundreds of megabytes costs libpq's copy of it, never a Python string of the same size."""
+    info = getattr(diag, "_info", None)
+    raw = None
+    try:
+        raw = info.error_field(psycopg.pq.DiagnosticField.MESSAGE_PRIMARY) if info is not None \
+            and not isinstance(info, dict) else None
+    except Exception:  # noqa: BLE001 - a psycopg without this internal: decode it all
+        raw = None
+    if raw is None:
+        return (diag.message_primary or "")[: max(room, 0) + 1]
+    cut = raw[: 4 * max(room, 0) + 4]  # at most 4 bytes per character
+    text = cut.decode(getattr(diag, "_encoding", "utf-8") or "utf-8", "replace")
+    return text if len(cut) == len(raw) else text[: max(room, 0) + 1]
 
 
 def _one_line(exc: BaseException) -> str:
@@ -226,7 +336,8 @@ class PostgresSession(Session):
     def connect(self) -> None:
         self.close()
         try:
-            conn = psycopg.connect(self.backend.candidate_dsn, autocommit=True, prepare_threshold=None)
+            conn = psycopg.connect(self.backend.candidate_dsn, autocommit=True, prepare_threshold=None,
+                                   options=self.backend.pinned_options)
         except psycopg.Error as exc:
             raise InfrastructureError(f"cannot connect as the candidate role: {exc}") from exc
         conn.add_notice_handler(self._on_notice)
@@ -246,24 +357,41 @@ class PostgresSession(Session):
     def _on_notice(self, diag: psycopg.errors.Diagnostic) -> None:
         # Only what the answer printed (RAISE ...), not server chatter such as
         # "function f() does not exist, skipping".
-        if not self._capture or "at RAISE" not in (diag.context or ""):
+        if not self._capture or self._out.truncated or "at RAISE" not in (diag.context or ""):
             return
-        self._out.append(diag.message_primary or "")
+        self._out.append(_notice_text(diag, self._out.limit - self._out.chars + 1))
 
+
+    def _lost(self) -> bool:
+        """The connection itself is gone (its own state, whatever error code came with it)."""
+        conn = self.conn
+        return conn is None or conn.closed or conn.broken or conn.pgconn.status != psycopg.pq.ConnStatus.OK
+
+    def _lost_error(self, exc: BaseException, doing: str) -> SessionLost:
+        sqlstate = getattr(exc, "sqlstate", None)
+        server_died = self.backend.server is not None and not self.backend.server.alive()
+        external = sqlstate == "57P01" or server_died
+        why = "the server process died" if server_died else _clip_text(_one_line(exc))
+        return SessionLost(f"database connection lost {doing}: {why}", external=external)
 
     def _exec(self, query: str | pgsql.Composable) -> None:
-        """Run a harness statement; any failure is the harness's, unless the answer ended the session."""
+        """Run a harness statement.
+
+        The connection lost: :class:`SessionLost` (or the answer's own session limit fired).
+        A failure on a live connection: the answer left the session unusable (``_SessionBroken``).
+        """
         assert self.conn is not None
         try:
-            self.conn.execute(query)
-        except psycopg.Error as exc:
-            lost = self.conn.closed or self.conn.broken
+            # Bytes: the harness's statements never depend on the client encoding in force.
+            self.conn.execute(query.encode() if isinstance(query, str) else query)
+        except (psycopg.Error, UnicodeError) as exc:
+            lost = self._lost()
             if lost and getattr(exc, "sqlstate", None) in _ANSWER_FATAL:
-                raise _EndedByAnswer(f"the answer's own session limit ended its connection: {str(exc).strip()}",
-                                     exc.sqlstate) from exc
-            if lost or isinstance(exc, psycopg.OperationalError):
-                raise InfrastructureError(f"database connection lost: {exc}") from exc
-            raise InfrastructureError(f"harness statement failed: {str(exc).strip()}") from exc
+                raise _EndedByAnswer(f"the answer's own session limit ended its connection: {_clip_text(str(exc).strip())}",
+                                     getattr(exc, "sqlstate", None)) from exc
+            if lost:
+                raise self._lost_error(exc, "between statements") from exc
+            raise _SessionBroken(f"harness statement failed: {_clip_text(str(exc).strip())}") from exc
 
     # ----------------------------------------------------------------- task scope
     def begin_task(self) -> None:
@@ -299,6 +427,8 @@ class PostgresSession(Session):
         except InfrastructureError:
             self.connect()
         self._in_task = False
+        if self.backend.restore_role_settings():
+            self.connect()  # its defaults were read when it connected
         if self._broken_isolation:
             log.warning("an answer ended the task transaction early; rebuilding the scratch schema")
             self.backend.reset_scratch()
@@ -313,7 +443,12 @@ class PostgresSession(Session):
         savepoint = "plsql_test" if isolated else "plsql_install"
         self._out = OutputCapture(self.backend.settings.max_output, result.lines)
         t0 = time.monotonic()
-        self._exec(f"SAVEPOINT {savepoint}")
+        try:
+            self._exec(f"SAVEPOINT {savepoint}")
+        except _SessionBroken as exc:  # left so by the previous script (or the role's defaults)
+            self._restart_scope()
+            result.error = DbError(f"the answer left its session unusable: {exc}", None, classify(None, phase), None)
+            return result
         self._savepoint = savepoint
         try:
             for stmt in statements:
@@ -323,6 +458,9 @@ class PostgresSession(Session):
                 if error is not None:
                     result.error = error
                     break
+        except _SessionBroken as exc:
+            # A harness statement between the answer's statements failed on a live connection.
+            result.error = DbError(f"the answer left its session unusable: {exc}", None, classify(None, phase), None)
         finally:
             self._capture = False
             self._savepoint = None
@@ -335,6 +473,13 @@ class PostgresSession(Session):
                 self._restart_scope()
                 if result.error is None:
                     result.error = DbError(str(exc), exc.sqlstate, outcomes.TIMEOUT, None)
+            except _SessionBroken as exc:
+                # What the script left (a savepoint gone, a setting the harness cannot undo ...)
+                # makes the harness's own statements fail: the script's failure, in a fresh scope.
+                self._restart_scope()
+                if result.error is None:
+                    result.error = DbError(f"the answer left its session unusable: {exc}", None,
+                                           classify(None, phase), None)
             result.duration_s = time.monotonic() - t0
         return result
 
@@ -356,19 +501,33 @@ class PostgresSession(Session):
             return DbError("COPY to or from the client (STDIN/STDOUT) is not supported; use SQL",
                            None, outcomes.INVALID_ARTIFACT, stmt.line)
         timeout = self.backend.settings.timeout
+        if self.deadline is not None:
+            left = self.deadline - time.monotonic()
+            if left <= 0:
+                return DbError("the task's time budget is used up (--plsql-task-timeout)", None,
+                               outcomes.TIMEOUT, stmt.line)
+            if left < timeout:
+                timeout = max(left - 1.0, 0.05)  # the watchdog adds its one second of grace
         watchdog = _Watchdog(self, timeout)
         self._capture = True
         try:
             with watchdog, self.conn.cursor() as cur:
-                if first_keyword(stmt.text).lstrip("(") in _ROW_STATEMENTS:
-                    self._stream_rows(cur, stmt.text)
-                else:  # DO, CALL, DDL ...: at most a row or two
-                    cur.execute(stmt.text)
-                    self._collect_rows(cur)
+                # Always the extended protocol: the server refuses a string holding more than
+                # one statement, so it runs exactly the statement the splitter and the safety
+                # check saw (a splitter/server disagreement is an error, never hidden SQL).
+                self._stream_rows(cur, stmt.text)
         except psycopg.Error as exc:
+            self._restore_reported_pins()
             return self._failed(exc, stmt, phase, watchdog.fired)
+        except (UnicodeError, ValueError, OverflowError) as exc:
+            # A result the driver cannot read (the answer changed client_encoding mid-statement,
+            # a value out of Python's range ...): the answer's failure.
+            if self._lost() or self.conn.info.transaction_status == psycopg.pq.TransactionStatus.ACTIVE:
+                self._restart_scope()
+            return DbError(f"unreadable result: {_clip_text(_one_line(exc))}", None, classify(None, phase), stmt.line)
         finally:
             self._capture = False
+        self._restore_reported_pins()
         if self._in_task and self.conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE:
             # Something ended our transaction despite the filter; restore the scope shape.
             self._broken_isolation = True
@@ -377,41 +536,47 @@ class PostgresSession(Session):
                 self._exec(f"SAVEPOINT {self._savepoint}")
         return None
 
+    def _restore_reported_pins(self) -> None:
+        """Put back at once the pinned settings the lexer and the driver read, if a statement
+        changed them: the script's later statements were split with their values, and the
+        driver cannot even encode a query in some encodings (``EUC_TW``). Read from libpq's
+        own copy of what the server reported, reset below psycopg's encoding layer."""
+        pgconn = self.conn.pgconn if self.conn is not None else None
+        if pgconn is None or pgconn.status != psycopg.pq.ConnStatus.OK:
+            return
+        changed = [name for name in _REPORTED_PINS
+                   if pgconn.parameter_status(name.encode()) != PINNED_SETTINGS[name].encode()]
+        if not changed:
+            return
+        status = pgconn.transaction_status
+        if status == psycopg.pq.TransactionStatus.INERROR:
+            return  # the harness's ROLLBACK TO SAVEPOINT comes next and restores them
+        res = pgconn.exec_("; ".join(f"RESET {name}" for name in changed).encode())
+        if res.status != psycopg.pq.ExecStatus.COMMAND_OK:
+            raise _SessionBroken(f"could not restore {', '.join(changed)}")
+
     def _failed(self, exc: psycopg.Error, stmt: Statement, phase: Phase, timed_out: bool) -> DbError:
         """Classify a failed statement; raise InfrastructureError when the harness lost the database."""
         assert self.conn is not None
         sqlstate = getattr(exc, "sqlstate", None)
-        lost = self.conn.closed or self.conn.broken
+        lost = self._lost()
         timeout = self.backend.settings.timeout
         if timed_out or (lost and sqlstate in _ANSWER_FATAL):
             if lost:
                 self._restart_scope()
-            why = (f"statement ran longer than {timeout:g}s and was cancelled" if timed_out
+            budget_cut = self.deadline is not None and time.monotonic() >= self.deadline - 0.5
+            why = ("the task's time budget ran out during this statement (--plsql-task-timeout)" if timed_out and budget_cut
+                   else f"statement ran longer than {timeout:g}s and was cancelled" if timed_out
                    else f"the answer's own session limit ended its connection: {str(exc).strip()}")
             return DbError(why, sqlstate, outcomes.TIMEOUT, stmt.line)
-        if lost or (isinstance(exc, psycopg.OperationalError) and not sqlstate):
-            raise InfrastructureError(f"database connection lost: {exc}") from exc
+        if lost:
+            raise self._lost_error(exc, f"running script line {stmt.line}") from exc
         if self.conn.info.transaction_status == psycopg.pq.TransactionStatus.ACTIVE:
             # The protocol is mid-command (should not happen after the COPY guard): start over.
             self._restart_scope()
             return DbError(f"the statement left the connection unusable: {exc}", sqlstate,
                            outcomes.INVALID_ARTIFACT, stmt.line)
-        failure = classify(sqlstate, phase)
-        if failure == outcomes.INFRASTRUCTURE:
-            raise InfrastructureError(f"database error {sqlstate}: {exc}") from exc
-        return DbError(str(exc).strip(), sqlstate, failure, stmt.line)
-
-    def _collect_rows(self, cur: psycopg.Cursor[Any]) -> None:
-        while True:
-            if cur.description:
-                void = all(col.type_code == VOID_OID for col in cur.description)
-                for n, row in enumerate(cur):
-                    if n >= MAX_ROWS or self._out.truncated:
-                        break
-                    if not void:
-                        self._out.append(format_row(row))
-            if not cur.nextset():
-                break
+        return DbError(_clip_text(str(exc).strip()), sqlstate, classify(sqlstate, phase), stmt.line)
 
     def _stream_rows(self, cur: psycopg.Cursor[Any], text: str) -> None:
         """Run one statement, keeping at most MAX_ROWS rows / max_output characters of its result.
@@ -446,15 +611,16 @@ class PostgresSession(Session):
             return
         if keep:
             self._exec(f"RELEASE SAVEPOINT {savepoint}")
-            # An answer's SET of its own limits must not outlive its script (e.g. an idle
-            # timeout of 1ms firing between the harness's statements).
-            self._exec(self.backend.limit_reset)
+            # An answer's SET of its own limits and of the settings the harness reads must not
+            # outlive its script (e.g. an idle timeout of 1ms firing between the harness's
+            # statements, a client_encoding the driver cannot decode).
+            self._exec(self.backend.setting_reset)
         else:
             self._exec(f"ROLLBACK TO SAVEPOINT {savepoint}")
             self._exec(f"RELEASE SAVEPOINT {savepoint}")
             # What a savepoint does not undo must not reach the next test either.
             self._exec("DEALLOCATE ALL")
-            self._exec("SELECT pg_advisory_unlock_all()")
+            self._exec("SELECT pg_catalog.pg_advisory_unlock_all()")
 
 
 class PostgresBackend(Backend):
@@ -476,8 +642,12 @@ class PostgresBackend(Backend):
         self._owns_database = False
         self._version = ""
         self._session: PostgresSession | None = None
-        #: ``SET <limit> = DEFAULT`` for each limit the server knows (see _LIMIT_SETTINGS).
-        self.limit_reset = "; ".join(f"SET {name} = DEFAULT" for name in _LIMIT_SETTINGS)
+        #: ``RESET`` of every pinned setting and limit the server knows (after each kept script).
+        self.setting_reset = "; ".join(f"RESET {name}" for name in (*PINNED_SETTINGS, *_LIMIT_SETTINGS))
+        #: The candidate connection's startup options (see PINNED_SETTINGS).
+        self.pinned_options = ""
+        #: pg_db_role_setting rows of the candidate and the database as provisioned.
+        self._role_settings: list[tuple[Any, ...]] = []
 
     # ----------------------------------------------------------------- lifecycle
     @property
@@ -569,9 +739,7 @@ class PostgresBackend(Backend):
             pgsql.SQL("REVOKE CREATE ON SCHEMA public FROM PUBLIC"),
             pgsql.SQL("GRANT USAGE ON SCHEMA public TO {}").format(role),
             pgsql.SQL("CREATE SCHEMA {} AUTHORIZATION {}").format(pgsql.Identifier(SCRATCH), role),
-            pgsql.SQL("ALTER ROLE {} IN DATABASE {} SET search_path = {}, public").format(
-                role, db, pgsql.Identifier(SCRATCH)
-            ),
+            pgsql.SQL("ALTER ROLE {} IN DATABASE {} SET search_path = {}").format(role, db, pgsql.SQL(SEARCH_PATH)),
             pgsql.SQL("ALTER ROLE {} SET statement_timeout = {}").format(role, pgsql.Literal(f"{int(t * 1000)}ms")),
             pgsql.SQL("ALTER ROLE {} SET lock_timeout = {}").format(role, pgsql.Literal(f"{int(t * 1000)}ms")),
             pgsql.SQL("ALTER ROLE {} SET idle_in_transaction_session_timeout = '30min'").format(role),
@@ -598,7 +766,7 @@ class PostgresBackend(Backend):
         assert self.admin is not None
         role = pgsql.Identifier(self.role)
         steps = [pgsql.SQL("ALTER ROLE {} SET temp_file_limit = {}").format(role, pgsql.Literal(TEMP_FILE_LIMIT))]
-        steps += [pgsql.SQL(sql).format(role=pgsql.Literal(self.role)) for sql in _GUARD_SQL]
+        steps += [pgsql.SQL(sql).format(role=pgsql.Literal(self.role), scratch=pgsql.Literal(SCRATCH)) for sql in _GUARD_SQL]
         for (proc,) in self.admin.execute(
             "SELECT p.oid::regprocedure::text FROM pg_proc p WHERE p.pronamespace = 'pg_catalog'::regnamespace "
             "AND p.proname = ANY(%s)", (list(_REVOKED_FUNCTIONS),)
@@ -610,7 +778,17 @@ class PostgresBackend(Backend):
             except psycopg.errors.InsufficientPrivilege as exc:
                 log.warning("containment step skipped (%s): %s", exc.diag.message_primary, step.as_string(self.admin))
         limits = _LIMIT_SETTINGS + (("transaction_timeout",) if self.admin.info.server_version >= 170000 else ())
-        self.limit_reset = "; ".join(f"SET {name} = DEFAULT" for name in limits)
+        self.setting_reset = "; ".join(f"RESET {name}" for name in (*PINNED_SETTINGS, *limits))
+        pins = dict(PINNED_SETTINGS)
+        pins["TimeZone"] = str(self.admin.execute("SHOW TimeZone").fetchone()[0])
+        pins["statement_timeout"] = pins["lock_timeout"] = f"{int(self.settings.timeout * 1000)}ms"
+        pins["idle_in_transaction_session_timeout"] = "30min"
+        if "transaction_timeout" in limits:
+            pins["transaction_timeout"] = "0"
+        self.pinned_options = " ".join(
+            "-c {}={}".format(name, value.replace("\\", "\\\\").replace(" ", "\\ ")) for name, value in pins.items()
+        )
+        self._role_settings = self._current_role_settings()
         bad = self.admin.execute(
             "SELECT string_agg(r.rolname, ', ') FROM pg_roles r JOIN pg_roles c ON c.rolname = %s "
             "WHERE (r.oid <> c.oid AND pg_has_role(c.oid, r.oid, 'MEMBER')) OR (r.oid = c.oid AND r.rolsuper)",
@@ -618,6 +796,43 @@ class PostgresBackend(Backend):
         ).fetchone()
         if bad and bad[0]:
             raise UsageError(f"the candidate role {self.role} must be an unprivileged role, but it is/has {bad[0]}")
+
+    def _current_role_settings(self) -> list[tuple[Any, ...]]:
+        assert self.admin is not None
+        return self.admin.execute(
+            "SELECT s.setdatabase, s.setrole, s.setconfig FROM pg_catalog.pg_db_role_setting s "
+            "WHERE s.setrole = (SELECT oid FROM pg_catalog.pg_roles WHERE rolname = %s) "
+            "OR (s.setrole = 0 AND s.setdatabase = (SELECT oid FROM pg_catalog.pg_database "
+            "WHERE datname = pg_catalog.current_database())) ORDER BY 1, 2",
+            (self.role,),
+        ).fetchall()
+
+    def restore_role_settings(self) -> bool:
+        """Put the candidate's role and database defaults back as provisioned (True if they changed).
+
+        An ordinary role may ``ALTER ROLE CURRENT_USER SET ...`` its own defaults, which no event
+        trigger sees; inside the task's transaction that is rolled back, and this check (one
+        query per task, on the harness's connection) makes sure nothing that escaped it reaches
+        the next task's connection.
+        """
+        assert self.admin is not None
+        if self._current_role_settings() == self._role_settings:
+            return False
+        log.warning("the candidate role's or the database's defaults were changed; restoring them")
+        with self.admin.transaction():
+            role, db = pgsql.Identifier(self.role), pgsql.Identifier(self.dbname)
+            self.admin.execute(pgsql.SQL("ALTER ROLE {} RESET ALL").format(role))
+            self.admin.execute(pgsql.SQL("ALTER ROLE {} IN DATABASE {} RESET ALL").format(role, db))
+            self.admin.execute(pgsql.SQL("ALTER DATABASE {} RESET ALL").format(db))
+            for db_oid, _role_oid, config in self._role_settings:
+                for item in config or ():
+                    name, _, raw = item.partition("=")
+                    # Our own provisioned values; a list setting is written as a list, not one string.
+                    value = pgsql.SQL(raw) if name == "search_path" else pgsql.Literal(raw)
+                    where = pgsql.SQL(" IN DATABASE {}").format(db) if db_oid else pgsql.SQL("")
+                    target = pgsql.SQL("ALTER ROLE {}{} SET {} = {}").format(role, where, pgsql.Identifier(name), value)
+                    self.admin.execute(target)
+        return True
 
     def stop(self) -> None:
         if self._session is not None:

@@ -185,6 +185,9 @@ def noncomparable_reasons(document: Mapping[str, Any]) -> list[str]:
         incomplete = m.get("incomplete_tasks") or []
         if key and incomplete:
             reasons.append(f"{name}: {len(incomplete)} task(s) ran only part of their tests")
+        missing = m.get("missing_excluded_tasks") or []
+        if missing:
+            reasons.append(f"{name}: {len(missing)} task(s) without an answer were left out (--plsql-missing=exclude)")
     return reasons
 
 

@@ -1,0 +1,183 @@
+"""``infrastructure`` only when the harness's machinery failed (issue 10, item 1).
+
+An answer can raise any SQLSTATE; none of them may exclude its failure from the metrics. Whether
+the connection really closed is read from the connection itself, and a loss that repeats under
+the same answer (and that nobody outside ended) is the answer's failure.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+
+from pytest_plsqlbench import outcomes
+from pytest_plsqlbench.dialects.base import Backend, Execution, Session
+from pytest_plsqlbench.dialects.postgres import PostgresBackend, SessionLost
+from pytest_plsqlbench.runner import TaskRun, evaluate_task
+from pytest_plsqlbench.settings import Settings
+from pytest_plsqlbench.tasks import Task, Turn, UnitTest
+
+from integrity_subset import run_plugin, write_subset
+
+#: Codes PL/pgSQL can raise that the old classification called infrastructure.
+HARNESS_LOOKING = ("XX000", "XX001", "58000", "58030", "08006", "08000", "57P01", "57P02", "57P03", "53000", "53100", "53300")
+
+
+@pytest.fixture(scope="module")
+def backend() -> Iterator[PostgresBackend]:
+    b = PostgresBackend(Settings(subsets=(), timeout=2.0), worker="integrity-infra")
+    b.start()
+    try:
+        yield b
+    finally:
+        b.stop()
+
+
+def clamp_task() -> Task:
+    tests = tuple(
+        UnitTest(f"t{x}", "output", f"SELECT clamp_value({x});", (str(min(max(x, 0), 10)),)) for x in (-5, 3, 15)
+    )
+    return Task(id="clamp", subset="i", dialect="postgres", turns=(Turn(1, "p", tests),), entry_points=("clamp_value",))
+
+
+def raising_clamp(code: str) -> str:
+    """Right inside the range, and raises ``code`` on the inputs it gets wrong."""
+    return (f"CREATE FUNCTION clamp_value(x int) RETURNS int LANGUAGE plpgsql AS $$ BEGIN "
+            f"IF x BETWEEN 0 AND 10 THEN RETURN x; END IF; "
+            f"RAISE EXCEPTION 'harness trouble, honest' USING ERRCODE = '{code}'; END $$;")
+
+
+@pytest.mark.parametrize("code", HARNESS_LOOKING)
+def test_a_raised_sqlstate_is_the_answers_failure(backend: PostgresBackend, code: str) -> None:
+    report = evaluate_task(backend, clamp_task(), [raising_clamp(code)])
+    got = {o.test_id: (o.passed, o.failure_class) for o in report.outcomes}
+    assert got == {"t-5": (False, "wrong_output"), "t3": (True, "passed"), "t15": (False, "wrong_output")}
+
+
+@pytest.mark.parametrize("code", ("XX000", "08006", "57P01", "58030"))
+def test_an_install_raising_a_harness_looking_code_fails_its_tests(backend: PostgresBackend, code: str) -> None:
+    answer = f"DO $$ BEGIN RAISE EXCEPTION 'oops' USING ERRCODE = '{code}'; END $$;\n" + raising_clamp("P0001")
+    report = evaluate_task(backend, clamp_task(), [answer])
+    assert {o.failure_class for o in report.outcomes} == {"invalid_artifact"}
+
+
+def test_a_session_the_answer_breaks_is_its_failure_and_the_next_task_is_clean(backend: PostgresBackend) -> None:
+    """A harness statement failing on a live connection is what the answer left, not infrastructure;
+    the message never says the connection was lost when it was not."""
+    session = backend.session()
+    session.begin_task()
+    # Run a script whose harness epilogue cannot work: its own savepoint is released behind its back.
+    real = session._after_script
+
+    def broken(savepoint: str, keep: bool) -> None:
+        session._exec(f"RELEASE SAVEPOINT {savepoint}")
+        real(savepoint, keep)
+
+    session._after_script = broken  # type: ignore[method-assign]
+    try:
+        result = session.run("SELECT 1", isolated=True, phase="test")
+    finally:
+        del session._after_script
+        session.end_task()
+    assert result.error is not None
+    assert result.error.failure_class == "wrong_output"
+    assert "connection lost" not in result.error.message
+    assert "savepoint" in result.error.message
+    report = evaluate_task(backend, clamp_task(), [raising_clamp("P0001")])
+    assert [o.passed for o in report.outcomes] == [False, True, False]
+
+
+# --------------------------------------------------------------------------- the retry rule
+class _LosingSession(Session):
+    def __init__(self, errors: list[Exception]) -> None:
+        self.errors = errors
+
+    def begin_task(self) -> None: ...
+
+    def end_task(self) -> None: ...
+
+    def run(self, script: str, *, isolated: bool, phase: str) -> Execution:  # type: ignore[override]
+        if phase == "test" and self.errors:
+            raise self.errors.pop(0)
+        return Execution(lines=["1"])
+
+
+class _FakeBackend(Backend):
+    dialect = "postgres"
+
+    def __init__(self, errors: list[Exception]) -> None:
+        super().__init__()
+        self._session = _LosingSession(errors)
+        self.recovered = 0
+
+    def start(self) -> None: ...
+
+    def stop(self) -> None: ...
+
+    @property
+    def version(self) -> str:
+        return "fake"
+
+    def _load(self, fixture) -> None: ...  # type: ignore[no-untyped-def]
+
+    def session(self) -> Session:
+        return self._session
+
+    def recover(self) -> None:
+        self.recovered += 1
+
+
+@pytest.mark.parametrize(
+    ("errors", "expected"),
+    [
+        # Lost once (a killed server): retried, judged.
+        ([SessionLost("lost", external=False)], "passed"),
+        # Lost again under the same answer, nobody outside ended it: the answer's failure.
+        ([SessionLost("lost", external=False), SessionLost("lost", external=False)], "wrong_output"),
+        # Ended from outside both times (57P01 FATAL, or the server died): the harness's trouble.
+        ([SessionLost("lost", external=True), SessionLost("lost", external=True)], "infrastructure"),
+        ([SessionLost("lost", external=False), SessionLost("lost", external=True)], "infrastructure"),
+    ],
+)
+def test_retried_loss_that_repeats_with_the_same_answer_is_the_answers(errors: list[Exception], expected: str) -> None:
+    task = Task(id="t", subset="s", dialect="postgres", turns=(Turn(1, "p", (UnitTest("x", "output", "SELECT 1", ("1",)),)),))
+    backend = _FakeBackend(list(errors))
+    run = TaskRun(backend, task, ["SELECT 1;"])
+    run.start()
+    outcome = run.run_test(1, task.turns[0].tests[0])
+    assert ("passed" if outcome.passed else outcome.failure_class) == expected, outcome
+
+
+# --------------------------------------------------------------------------- through the plugin
+def test_a_smoke_like_run_of_code_raising_answers_scores_what_they_deserve(pytester: pytest.Pytester) -> None:
+    """The issue's run: wrong answers that raise harness-looking codes score 0, not 100 %."""
+    tasks = {}
+    answers = {}
+    for i, code in enumerate(HARNESS_LOOKING[:6]):
+        name = f"clamp_{i}"
+        tasks[name] = {"entry_points": ["clamp_value"], "tests": [
+            {"id": f"t{x}", "kind": "output", "script": f"SELECT clamp_value({x});", "expected": [str(min(max(x, 0), 10))]}
+            for x in (-5, 15)
+        ]}
+        answers[name] = raising_clamp(code)
+    tasks["install_raises"] = {"entry_points": ["clamp_value"], "tests": tasks["clamp_0"]["tests"]}
+    answers["install_raises"] = "DO $$ BEGIN RAISE EXCEPTION 'x' USING ERRCODE = 'XX000'; END $$;"
+    folder, answers_file = write_subset(pytester.path, "hostile", tasks, answers)
+    doc, result = run_plugin(pytester, folder, "hostile", answers_file)
+    metrics = doc["subsets"]["hostile"]
+    assert metrics["failure_classes"].get("infrastructure", 0) == 0
+    assert metrics["excluded_tasks"] == []
+    assert metrics["tasks"] == len(tasks)
+    assert all(not x["passed"] for t in doc["tasks"] for x in t["tests"])
+    assert "Traceback" not in result.stdout.str()
+    json.dumps(doc)  # a plain document
+
+
+def test_helpers_write_what_they_say(tmp_path: Path) -> None:
+    folder, answers = write_subset(tmp_path, "s", {"a": {"tests": [{"id": "x", "kind": "assert", "script": "SELECT 1"}]}},
+                                   {"a": "SELECT 1;"})
+    assert (folder / "s.yaml").exists() and answers.read_text().count("\n") == 1
+    assert outcomes.INFRASTRUCTURE in outcomes.EXCLUDED

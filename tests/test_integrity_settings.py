@@ -1,0 +1,149 @@
+"""The harness owns every session setting it depends on (issue 10, item 2).
+
+Pinned in each candidate connection's startup packet, reset after every script, restored at
+once when a statement changes one the lexer or the driver reads, and the candidate's role
+defaults put back at the end of a task: nothing an answer sets reaches the next task.
+"""
+
+from __future__ import annotations
+
+from typing import Iterator
+
+import pytest
+
+from pytest_plsqlbench.dialects.postgres import PINNED_SETTINGS, PostgresBackend
+from pytest_plsqlbench.runner import evaluate_task
+from pytest_plsqlbench.settings import Settings
+from pytest_plsqlbench.tasks import Task, Turn, UnitTest
+
+from integrity_subset import by_test, run_plugin, write_subset
+
+#: Settings an answer may try to poison, and a value that would break the harness or the tests.
+POISON = {
+    "client_encoding": "EUC_TW",
+    "standard_conforming_strings": "off",
+    "DateStyle": "SQL, DMY",
+    "IntervalStyle": "sql_standard",
+    "extra_float_digits": "-15",
+    "search_path": "pg_temp, public",
+    "bytea_output": "escape",
+    "default_transaction_read_only": "on",
+    "client_min_messages": "error",
+    "statement_timeout": "0",
+    "idle_session_timeout": "1",
+    "TimeZone": "Asia/Kathmandu",
+}
+
+#: What the tests of the canary see when nothing leaked.
+CANARY_SCRIPT = (
+    "SELECT current_setting('client_encoding'), current_setting('standard_conforming_strings'), "
+    "current_setting('DateStyle'), current_setting('IntervalStyle'), current_setting('extra_float_digits'), "
+    "current_setting('search_path'), current_setting('bytea_output'), current_setting('default_transaction_read_only'), "
+    "current_setting('client_min_messages'), current_setting('statement_timeout');"
+)
+
+
+@pytest.fixture(scope="module")
+def backend() -> Iterator[PostgresBackend]:
+    b = PostgresBackend(Settings(subsets=(), timeout=2.0), worker="integrity-settings")
+    b.start()
+    try:
+        yield b
+    finally:
+        b.stop()
+
+
+def expected_canary() -> str:
+    p = PINNED_SETTINGS
+    return ",".join([p["client_encoding"], "on", p["DateStyle"], p["IntervalStyle"], p["extra_float_digits"],
+                     p["search_path"], p["bytea_output"], "off", "notice", "2s"])
+
+
+def task(name: str, tests: list[tuple[str, str, tuple[str, ...]]]) -> Task:
+    units = tuple(UnitTest(i, "output", script, expected) for i, script, expected in tests)
+    return Task(id=name, subset="i", dialect="postgres", turns=(Turn(1, "p", units),), entry_points=("f",))
+
+
+def canary() -> Task:
+    return task("canary", [("settings", CANARY_SCRIPT, (expected_canary(),)),
+                           ("values", "SELECT 0.1::float8 + 0.2, date '2024-03-01', interval '1 day 2 hours', '\\x01'::bytea, 'a\\b';",
+                            ("0.30000000000000004,2024-03-01,1 day 02:00:00,\\x01,a\\b",))])
+
+
+def test_canary_passes_on_a_fresh_backend(backend: PostgresBackend) -> None:
+    report = evaluate_task(backend, canary(), ["SELECT 1;"])
+    assert report.passed, [(o.test_id, o.message, o.actual) for o in report.failures()]
+
+
+@pytest.mark.parametrize(("name", "value"), sorted(POISON.items()))
+def test_a_setting_an_install_makes_stays_in_its_script(backend: PostgresBackend, name: str, value: str) -> None:
+    """A correct answer that also poisons a setting at the end of its install: its tests are
+    judged with the harness's settings, and the next task sees none of it."""
+    answer = ("CREATE FUNCTION f() RETURNS int LANGUAGE sql AS 'SELECT 41 + 1';\n"
+              f"SELECT set_config('{name}', '{value}', false);\nSET {name} = '{value}';")
+    report = evaluate_task(backend, task("poison", [("t", "SELECT f();", ("42",))]), [answer])
+    assert report.passed, [(o.failure_class, o.message) for o in report.outcomes]
+    after = evaluate_task(backend, canary(), ["SELECT 1;"])
+    assert after.passed, [(o.test_id, o.message, o.actual) for o in after.failures()]
+
+
+def test_standard_conforming_strings_off_cannot_change_how_later_statements_are_read(backend: PostgresBackend) -> None:
+    """After ``SET standard_conforming_strings = off`` the next statement still runs as it was split."""
+    answer = ("SET standard_conforming_strings = off;\n"
+              "CREATE FUNCTION f() RETURNS text LANGUAGE sql AS $$ SELECT 'a\\' $$;\n"
+              "SELECT '\\' AS x;")
+    report = evaluate_task(backend, task("scs", [("t", "SELECT f();", ("a\\",))]), [answer])
+    assert report.passed, [(o.failure_class, o.message) for o in report.outcomes]
+
+
+@pytest.mark.parametrize(
+    "setting",
+    ["client_encoding = 'EUC_TW'", "default_transaction_read_only = on", "statement_timeout = 0",
+     "search_path = pg_temp, public", "client_min_messages = error", "DateStyle = 'SQL, DMY'"],
+)
+def test_role_defaults_that_escape_the_transaction_are_put_back(backend: PostgresBackend, setting: str) -> None:
+    """An ``ALTER ROLE CURRENT_USER SET`` that got committed (as the issue's splitter escape did):
+    the next task's connection has the provisioned defaults again."""
+    before = backend._current_role_settings()
+    session = backend.session()
+    session.end_task() if session._in_task else None
+    assert session.conn is not None
+    session.conn.execute(f"ALTER ROLE CURRENT_USER SET {setting}")  # autocommit: it sticks
+    session.begin_task()
+    session.end_task()  # the janitor pass
+    assert backend._current_role_settings() == before
+    report = evaluate_task(backend, canary(), ["SELECT 1;"])
+    assert report.passed, [(o.test_id, o.message, o.actual) for o in report.failures()]
+
+
+def test_the_candidate_cannot_set_database_defaults(backend: PostgresBackend) -> None:
+    answer = "ALTER DATABASE plsqlbench SET search_path = pg_temp, public;"
+    report = evaluate_task(backend, task("dbset", [("t", "SELECT 1;", ("1",))]), [answer])
+    assert report.outcomes[0].failure_class == "unsafe"
+
+
+def test_poisoned_settings_through_the_plugin(pytester: pytest.Pytester) -> None:
+    """The issue's run: an install that ends with ``SET client_encoding = 'EUC_TW'`` (and other
+    poison) no longer gets its task excluded; every later task is judged normally."""
+    tasks, answers = {}, {}
+    for i, (name, value) in enumerate(sorted(POISON.items())):
+        tid = f"poison_{i}"
+        tasks[tid] = {"entry_points": ["f"], "tests": [
+            {"id": "right", "kind": "output", "script": "SELECT f(1);", "expected": ["2"]},
+            {"id": "wrong", "kind": "output", "script": "SELECT f(2);", "expected": ["4"]},
+        ]}
+        answers[tid] = (f"CREATE FUNCTION f(x int) RETURNS int LANGUAGE sql AS 'SELECT x + 1';\n"
+                        f"SELECT set_config('{name}', '{value}', false);")
+    tasks["canary"] = {"entry_points": ["f"], "tests": [
+        {"id": "settings", "kind": "output", "script": CANARY_SCRIPT, "expected": [expected_canary()]}]}
+    answers["canary"] = "SELECT 1;"
+    folder, answers_file = write_subset(pytester.path, "poison", tasks, answers)
+    doc, result = run_plugin(pytester, folder, "poison", answers_file, "--plsql-safety=off")
+    tests = by_test(doc)
+    for tid in answers:
+        if tid == "canary":
+            continue
+        assert tests[(tid, "right")]["passed"], tests[(tid, "right")]
+        assert tests[(tid, "wrong")]["failure_class"] == "wrong_output", tests[(tid, "wrong")]
+    assert tests[("canary", "settings")]["passed"], tests[("canary", "settings")]
+    assert doc["subsets"]["poison"]["excluded_tasks"] == []
