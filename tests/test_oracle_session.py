@@ -233,6 +233,8 @@ class Cursor:
                 raise ora("ORA-04068", "existing state of packages has been discarded")
             for literal in re.findall(r"PUT_LINE\('([^']*)'\)", text):
                 db.output.append(literal)
+            if "FAKE_LOST" in up:  # PRAGMA EXCEPTION_INIT(e, -3113); RAISE e; on a live connection
+                raise ora("ORA-03113", "end-of-file on communication channel\nORA-06512: at line 1")
             m = re.search(r"RAISE_APPLICATION_ERROR\(-(\d+), '([^']*)'\)", text)
             if m:
                 raise ora(f"ORA-{m.group(1)}", m.group(2))
@@ -268,6 +270,9 @@ class Connection:
 
     def is_healthy(self) -> bool:
         return self.healthy
+
+    def ping(self) -> None:
+        self.check()
 
 
 class FakeBackend:
@@ -413,6 +418,16 @@ def test_lost_connection_is_infrastructure(db: FakeDb) -> None:
     s = make_session(db)
     with pytest.raises(InfrastructureError, match="connection lost"):
         s.run("BEGIN connection_dies; END;\n/", isolated=True, phase="test")
+
+
+def test_a_connection_loss_code_the_answer_raises_is_its_failure(db: FakeDb) -> None:
+    """ORA-03113 raised by PL/SQL on a connection that still answers a ping is not infrastructure."""
+    s = make_session(db)
+    result = s.run("BEGIN fake_lost; END;\n/", isolated=True, phase="test")
+    assert not result.ok and result.error is not None
+    assert result.error.failure_class == outcomes.WRONG_OUTPUT and result.error.code == "ORA-03113"
+    install = s.run("BEGIN fake_lost; END;\n/", isolated=False, phase="install")
+    assert install.error is not None and install.error.failure_class == outcomes.INVALID_ARTIFACT
 
 
 def test_janitor_drops_new_objects_and_restores_replaced_units(db: FakeDb) -> None:

@@ -129,6 +129,18 @@ class OracleSession(Session):
     def healthy(self) -> bool:
         return self.conn is not None and self.conn.is_healthy()
 
+    def lost(self) -> bool:
+        """Whether the connection really is gone, asked of the server (a round trip), not read
+        off an error code: PL/SQL can raise any code (``PRAGMA EXCEPTION_INIT(e, -3113)``), and
+        an answer that fakes a lost connection must not pass its failure off as the harness's."""
+        if not self.healthy():
+            return True
+        try:
+            self.conn.ping()
+        except Exception:  # noqa: BLE001 - any failure of the round trip: the connection is gone
+            return True
+        return False
+
     def _cursor(self) -> Any:
         if self.conn is None:
             raise InfrastructureError("the candidate connection is closed")
@@ -328,7 +340,7 @@ class OracleSession(Session):
                     outcomes.TIMEOUT,
                     stmt.line,
                 )
-            if set(codes) & CONNECTION_CODES or not self.healthy():
+            if (set(codes) & CONNECTION_CODES or not self.healthy()) and self.lost():
                 raise InfrastructureError(f"database connection lost: {message}") from exc
             if set(codes) & PACKAGE_STATE_CODES and not retried:
                 # The session held state of a package the answer just replaced; Oracle's
@@ -336,7 +348,8 @@ class OracleSession(Session):
                 return self._run_statement(stmt, phase, capture, retried=True)
             failure = classify(codes, phase)
             if failure == outcomes.INFRASTRUCTURE:
-                raise InfrastructureError(f"database error: {message}") from exc
+                # A connection-loss code on a connection that answers a ping: the answer raised it.
+                failure = outcomes.INVALID_ARTIFACT if phase == "install" else outcomes.WRONG_OUTPUT
             error = DbError(message, primary_code(codes), failure, stmt.line)
         if capture:
             self._drain()
