@@ -21,6 +21,8 @@ from ..summary import (
     comparability_lines,
     header_line,
     incomplete_lines,
+    interrupted_line,
+    items_line,
     overall_lines,
     pass_at_k_lines,
     pct,
@@ -34,11 +36,13 @@ MAX_FAILING_TESTS_SHOWN = 3
 
 def _notes(document: Mapping[str, Any], subsets: Mapping[str, Mapping[str, Any]]) -> list[str]:
     """The notes under the subset table, the same in Markdown and HTML."""
+    interrupted = (document.get("header") or {}).get("interrupted")
     return (
         comparability_lines(subsets)
-        + overall_lines(document.get("overall") or {}, subsets)
+        + ([] if interrupted else overall_lines(document.get("overall") or {}, subsets))
         + pass_at_k_lines(subsets)
         + incomplete_lines(subsets)
+        + [line for line in [items_line(document)] if line]
     )
 
 
@@ -137,6 +141,9 @@ def markdown(document: Mapping[str, Any]) -> str:
     header = document.get("header") or {}
     stats = document.get("statistics") or {}
     out = ["# PLSQLBench results", "", f"`{header_line(header)}`", ""]
+    stopped = interrupted_line(document)
+    if stopped:
+        out += [f"> **INTERRUPTED**: {stopped.removeprefix('INTERRUPTED ')}", ""]
     out += [
         "## Scores by subset",
         "",
@@ -204,6 +211,7 @@ table{border-collapse:collapse;margin:.5rem 0}th,td{padding:.25rem .6rem;border-
 th{background:#f6f8fa;text-align:left}td.num{text-align:right;font-variant-numeric:tabular-nums}
 .ci{color:#666;font-size:.85em;white-space:nowrap}.muted{color:#666}code{background:#f6f8fa;padding:0 .2rem}
 details{margin:.2rem 0}pre{background:#f6f8fa;padding:.4rem;white-space:pre-wrap}
+.interrupted{background:#fff3cd;border:1px solid #e0b000;padding:.5rem .8rem}
 """
 
 
@@ -238,6 +246,11 @@ def html(document: Mapping[str, Any]) -> str:
         f"<style>{CSS}</style></head><body>",
         "<h1>PLSQLBench results</h1>",
         f'<p id="run-header"><code>{escape(header_line(header))}</code></p>',
+        *(
+            [f'<p id="interrupted" class="interrupted"><strong>INTERRUPTED</strong> {escape(stopped.removeprefix("INTERRUPTED "))}</p>']
+            if (stopped := interrupted_line(document))
+            else []
+        ),
         "<h2>Scores by subset</h2>",
         (
             f'<p class="muted">Metrics in %, with 95% percentile-bootstrap intervals over tasks '
