@@ -159,6 +159,7 @@ class ResultsCollector:
                     "entry_points": list(info.entry_points),
                     "metadata": dict(info.metadata),
                     "markers": list(info.markers),
+                    "prompts": list(info.prompts),
                     "answers": unique_answers(self.answers.get((subset, task_id), {}).values()),
                     "tests": [r.test_entry() for r in recs],
                 }
@@ -211,6 +212,12 @@ class ResultsCollector:
             "items_collected": self.items_collected,
         }
         from ..generation import is_real_model, resolve_model, runtime_info
+        from ..generation.prompts import system_prompt
+
+        try:  # the same for every task of the dialect; each task keeps its own user messages
+            header["system_prompt"] = system_prompt(s.dialect)
+        except ValueError:
+            header["system_prompt"] = None
 
         if s.answers is None and is_real_model(s.model):
             # Which model an alias meant, and whose cost data priced it (litellm's bundled map).
