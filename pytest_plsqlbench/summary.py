@@ -298,18 +298,24 @@ def incomplete_note(count: int) -> str:
     )
 
 
-def item_counts(document: Mapping[str, Any]) -> dict[str, int]:
+def item_counts(document: Mapping[str, Any]) -> dict[str, Any]:
     """pytest's item counts and how they relate to the metrics.
 
     ``items`` = ``passed`` + ``failed`` (pytest's failed and errors) + ``skipped``; ``judged`` are the
     items the metrics score (``judged_passed`` of them passed); ``left_out`` the others that were
-    not skipped: failed as infrastructure / not generated (``left_out_failed``), and tests of a
-    task sample left out with them (``left_out_passed`` passed there).
+    not skipped: failures the metrics do not judge (``left_out_failed``, by class in
+    ``left_out_classes``: infrastructure, answers not generated where they are excluded), and tests
+    of a task sample left out with them (``left_out_passed`` passed there).
     """
-    out = dict.fromkeys(
+    from . import metrics
+
+    # The metrics' own view of a test's class (e.g. a not-generated test excluded by choice).
+    judged_class = getattr(metrics, "judged_class", lambda rec: rec.get("failure_class", PASSED))
+    out: dict[str, Any] = dict.fromkeys(
         ("items", "passed", "failed", "skipped", "judged", "judged_passed", "left_out", "left_out_failed", "left_out_passed"),
         0,
     )
+    by_class: dict[str, int] = {}
     for task in document.get("tasks") or ():
         samples = task.get("samples")
         if isinstance(samples, list):
@@ -318,19 +324,23 @@ def item_counts(document: Mapping[str, Any]) -> dict[str, int]:
             dropped = None
         for test in task.get("tests") or ():
             out["items"] += 1
-            cls = test.get("failure_class", PASSED)
+            cls = judged_class(test)
             passed = bool(test.get("passed"))
             if cls == SKIPPED:
                 out["skipped"] += 1
                 continue
             out["passed" if passed else "failed"] += 1
             sample_out = bool(task.get("excluded")) if dropped is None else int(test.get("sample") or 0) in dropped
-            if cls in EXCLUDED or sample_out:
+            if cls in metrics.NOT_JUDGED or sample_out:
                 out["left_out"] += 1
                 out["left_out_passed" if passed else "left_out_failed"] += 1
+                if not passed:
+                    name = str(test.get("failure_class"))
+                    by_class[name] = by_class.get(name, 0) + 1
             else:
                 out["judged"] += 1
                 out["judged_passed"] += passed
+    out["left_out_classes"] = by_class
     return out
 
 
@@ -345,7 +355,8 @@ def items_line(document: Mapping[str, Any]) -> str | None:
     )
     left = []
     if c["left_out_failed"]:
-        left.append(f"{c['left_out_failed']} failed as infrastructure / not generated")
+        classes = " and ".join(f"{n} {LABELS.get(k, k)}" for k, n in sorted(c["left_out_classes"].items()))
+        left.append(f"{c['left_out_failed']} failed ({classes})")
     if c["left_out_passed"]:
         left.append(f"{c['left_out_passed']} passed in task samples left out with them")
     if c["skipped"]:
