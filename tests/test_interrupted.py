@@ -236,3 +236,28 @@ def test_the_document_of_a_run_stopped_by_pytest_exit_names_the_reason() -> None
     assert interrupt_reason(info.value) == "stopped: the database went away"
 
 
+
+
+def test_maxfail_reached_at_the_last_item_is_not_an_interruption() -> None:
+    """-x stops pytest only if items remain: a run whose last item was its first failure ran to the end."""
+    from types import SimpleNamespace
+
+    from pytest_plsqlbench.records import ItemRecord
+    from pytest_plsqlbench.results import ResultsCollector
+    from pytest_plsqlbench.settings import Settings
+
+    def finish(collected: int, interrupted: str | None = None) -> str | None:
+        config = SimpleNamespace(stash={}, getoption=lambda name, default=None: default)
+        collector = ResultsCollector(config, Settings(subsets=("mbpp",)), {})  # type: ignore[arg-type]
+        for n in range(3):
+            collector.records[f"mbpp/m1/case-{n}"] = ItemRecord("mbpp", "m1", "m1", 1, f"case-{n}", passed=n < 2)
+        session = SimpleNamespace(shouldfail="stopping after 1 failures", shouldstop=False, testscollected=collected)
+        collector.interrupted = interrupted  # what pytest_keyboard_interrupt saw, under xdist
+        collector.pytest_sessionfinish(session, 1)  # type: ignore[arg-type]
+        return collector.document()["header"]["interrupted"]
+
+    assert finish(3) is None
+    assert finish(5) == "stopped early: stopping after 1 failures (-x/--maxfail)"
+    xdist_stop = "stopped early: stopping after 1 failures (-x/--maxfail)"
+    assert finish(3, xdist_stop) is None and finish(5, xdist_stop) == xdist_stop
+    assert finish(3, "interrupted by the user (Ctrl-C)") == "interrupted by the user (Ctrl-C)"

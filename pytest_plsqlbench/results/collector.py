@@ -78,9 +78,13 @@ class ResultsCollector:
     @pytest.hookimpl(tryfirst=True)  # before junitxml's own sessionfinish writes its file
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
         self.items_collected = getattr(session, "testscollected", None)
-        if self.interrupted is None:
+        # -x / --maxfail reached at the last item stops nothing: every collected item has its record.
+        ran_all = bool(self.items_collected) and len(self.records) >= int(self.items_collected or 0)
+        if ran_all and (self.interrupted or "").startswith("stopped early"):  # xdist's stop
+            self.interrupted = None
+        elif self.interrupted is None:
             stop = session.shouldfail or session.shouldstop
-            if stop:  # -x / --maxfail without xdist
+            if stop and not ran_all:  # -x / --maxfail without xdist
                 self.interrupted = f"stopped early: {stop} (-x/--maxfail)"
             elif exitstatus == pytest.ExitCode.INTERRUPTED:
                 self.interrupted = "interrupted"
