@@ -21,7 +21,7 @@ import pytest
 from . import judges, nodeids, outcomes
 from .answers import Answer
 from .episode import Episode
-from .errors import InfrastructureError, PlsqlBenchError, UsageError
+from .errors import FixtureError, InfrastructureError, PlsqlBenchError, UsageError
 from .outcomes import TestOutcome
 from .outputs import normalize_lines
 from .records import MAX_ANSWER_TEXT, MAX_PROMPT_TEXT, MAX_SCRIPT_TEXT, ItemRecord, TaskFacts, clip_text, json_value
@@ -127,6 +127,8 @@ class TaskNode(pytest.Collector):
         self.reported_task = False
         self.reported_turns: set[int] = set()
         self._children: list[PlsqlItem] = []
+        #: Why the task's fixtures could not be loaded (a data error), if so.
+        self.fixture_error: str | None = None
 
     def collect(self) -> Iterable[pytest.Item]:
         return self._children
@@ -137,7 +139,11 @@ class TaskNode(pytest.Collector):
         self.answers = episode.answers
         backend = harness.backend_for()
         run = TaskRun(backend, self.task, episode, safety=harness.safety, judges=harness.judges)
-        run.start()
+        try:
+            run.start()
+        except FixtureError as exc:  # the data cannot be loaded: not runnable, like a missing schema
+            self.fixture_error = str(exc)
+            pytest.skip(f"not runnable: data error: {exc}")
         self.run = run
 
     def teardown(self) -> None:

@@ -17,6 +17,7 @@ import os
 import shutil
 import tarfile
 import tempfile
+import time
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -26,9 +27,11 @@ from filelock import FileLock
 
 from .errors import DataError, UsageError
 from .manifests import Manifest, Source
-from .settings import Settings
+from .settings import Settings, source_from_environment
 
 log = logging.getLogger(__name__)
+#: What loading does and how long it takes (shown on the terminal by :mod:`.loading`).
+progress = logging.getLogger("pytest_plsqlbench.progress")
 
 
 def data_cache_dir(settings: Settings) -> Path:
@@ -48,7 +51,7 @@ def sha256_file(path: Path) -> str:
 def _local_override(source: Source, settings: Settings) -> Path | None:
     if source.name in settings.sources:
         return settings.sources[source.name]
-    env = os.environ.get("PLSQLBENCH_SOURCE_" + source.name.upper().replace("-", "_"))
+    env = source_from_environment(source.name)
     if env:
         return Path(env).expanduser()
     if source.kind == "plsqlbench" and settings.data is not None:
@@ -109,7 +112,8 @@ def _fetch(source: Source, target: Path, subset: str, settings: Settings) -> Non
         shutil.rmtree(target)
     tmp = Path(tempfile.mkdtemp(prefix=".dl-", dir=target.parent))
     raw = tmp / "raw"
-    log.info("downloading %s for subset %s", source.url, subset)
+    progress.info("plsqlbench: %s: downloading %s (first use; kept in %s) ...", subset, source.url, target.parent)
+    started = time.monotonic()
     try:
         with urllib.request.urlopen(source.url, timeout=60) as resp, raw.open("wb") as out:
             shutil.copyfileobj(resp, out)
@@ -122,6 +126,7 @@ def _fetch(source: Source, target: Path, subset: str, settings: Settings) -> Non
             f"point {hint} at a local copy"
         ) from None
     digest = sha256_file(raw)
+    size = raw.stat().st_size
     pinned = source.sha256
     tofu = target.parent / f"{target.name}.sha256"
     if pinned is None and tofu.exists():
@@ -148,3 +153,11 @@ def _fetch(source: Source, target: Path, subset: str, settings: Settings) -> Non
     (tmp / ".complete").write_text(digest + "\n")
     raw.unlink(missing_ok=True)
     os.replace(tmp, target)
+    progress.info(
+        "plsqlbench: %s: downloaded %s (%.1f MB, sha256 %s) in %.1fs",
+        subset,
+        source.url,
+        size / 1e6,
+        digest[:16],
+        time.monotonic() - started,
+    )

@@ -20,3 +20,11 @@ class InfrastructureError(PlsqlBenchError):
 
     Never the model's fault: items failing with it are excluded from the metrics.
     """
+
+
+class FixtureError(InfrastructureError):
+    """A fixture's own statements fail to load: the data's fault, not the run's.
+
+    Not retried; the backend remembers it, and the tasks needing the fixture are skipped as
+    not runnable with this cause (never judged, never counted as infrastructure).
+    """

@@ -40,6 +40,7 @@ BUILTIN_PLUGINS = (
     "pytest_plsqlbench.generation.plugin",
     "pytest_plsqlbench.faults",
     "pytest_plsqlbench.concise",
+    "pytest_plsqlbench.loading",
 )
 
 

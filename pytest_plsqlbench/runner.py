@@ -27,7 +27,7 @@ from . import outcomes
 from .answers import Answer
 from .dialects.base import Backend
 from .episode import Episode
-from .errors import InfrastructureError
+from .errors import FixtureError, InfrastructureError
 from .judges import DEFAULT as DEFAULT_JUDGES
 from .judges import JudgeContext, JudgeRegistry
 from .outcomes import TestOutcome
@@ -152,6 +152,8 @@ class TaskRun:
     def _with_recovery(self, action: Callable[[], object]) -> object:
         try:
             return action()
+        except FixtureError:
+            raise  # the data's fault: recovering the database would not help
         except InfrastructureError as first:
             log.warning("task %s: %s; recovering and retrying once", self.task.id, first)
             try:

@@ -9,8 +9,9 @@ compared, and shipped between processes.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
-from typing import Any, Literal, Mapping
+from typing import Any, Literal
 
 DIALECTS = ("postgres", "oracle")
 Dialect = Literal["postgres", "oracle"]

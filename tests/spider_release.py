@@ -1,10 +1,11 @@
 """A small release directory in the official PLSQLBench layout, written by the tests.
 
-The shared sample's Spider tasks all use ``cre_Doc_Template_Mgt``, whose schema is not in
-the sample's DDL excerpt. To run those published tasks and references end to end, the tests
-build a release folder in a temporary directory: the sample's task files (copied there at
-test time, never into the repository) plus a hand-written Oracle DDL for that database's
-tables and a handful of invented rows -- not Spider's data.
+The release's own data for the sample's database is the shared excerpt
+``plsqlbench-spider-sample`` (tests/test_spider_release_data.py runs it). This invented copy
+covers what that excerpt lacks: foreign keys (children listed first, so load order matters),
+rows in ``Documents`` (the release lost them), an empty copy, and the Spider2 files beside it.
+It is built in a temporary directory: the sample's task files (copied there at test time,
+never into the repository) plus a hand-written Oracle DDL and a handful of invented rows.
 """
 
 from __future__ import annotations

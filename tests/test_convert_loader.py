@@ -105,6 +105,52 @@ def test_converts_on_first_use_then_reads_the_cache(tmp_path, monkeypatch):
         loader.pytest_plsql_load_subset(config=None, manifest=manifest, settings=settings)
 
 
+def _constant_file(tmp_path: Path) -> Path:
+    """Two tasks: one whose every case returns True (a constant passes it), one that is not."""
+    rows = [
+        {
+            "task_id": "Mbpp/901",
+            "prompt": '"""\nIs it a number?\n"""',
+            "entry_point": "is_num",
+            "canonical_solution": "def is_num(x):\n    return isinstance(x, (int, float))\n",
+            "base_input": [[1], [2.5]],
+            "plus_input": [[3], ["a"]],
+            "atol": 0,
+            "assertion": "assert is_num(1) == True\n",
+        },
+        {
+            "task_id": "Mbpp/902",
+            "prompt": '"""\nDouble it.\n"""',
+            "entry_point": "double",
+            "canonical_solution": "def double(x):\n    return 2 * x\n",
+            "base_input": [[1], [2]],
+            "plus_input": [],
+            "atol": 0,
+            "assertion": "assert double(1) == 2\n",
+        },
+    ]
+    path = tmp_path / "MbppPlus.jsonl"
+    path.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    return path
+
+
+def test_tasks_a_constant_passes_are_left_out_unless_kept(tmp_path):
+    src = _constant_file(tmp_path)
+    kw = {"subset": "mbpp-plus", "assertions": "null-safe", "cache_dir": tmp_path / "c"}
+    tasks = loader.load_converted("mbpp-plus", src, "postgres", **kw)
+    assert [t.id for t in tasks] == ["Mbpp/902"]
+    kept = loader.load_converted("mbpp-plus", src, "postgres", keep_left_out=True, **kw)
+    assert [t.id for t in kept] == ["Mbpp/901", "Mbpp/902"]
+    assert kept[0].metadata["left_out"] == "constant-passable"
+    assert kept[0].metadata["constant_answer"] == "True"
+    # The string case is dropped (type-mismatch): the kept ones all expect True, the dropped one False.
+    assert "1 dropped case(s) expect something else" in kept[0].metadata["left_out_detail"]
+    summary = json.loads(next((tmp_path / "c").glob("*postgres-null-safe*.summary.json")).read_text())
+    assert summary["summary"][0] == "converted 1 of 2"
+    assert summary["left_out"][0]["task_id"] == "Mbpp/901"
+    assert summary["cases_kept"] == {"Mbpp/901": [3, 4], "Mbpp/902": [2, 2]}
+
+
 def test_concurrent_workers_convert_once(tmp_path, monkeypatch):
     src = _plus_file(tmp_path, n=1)
     from pytest_plsqlbench.convert import pipeline

@@ -9,7 +9,7 @@ import pytest
 
 from pytest_plsqlbench.convert import convert_file
 from pytest_plsqlbench.convert.emitter import EmitCase, Signature
-from pytest_plsqlbench.convert.model import CASE_REASONS, TASK_REASONS
+from pytest_plsqlbench.convert.model import CASE_REASONS, LEFT_OUT_REASONS, TASK_REASONS
 from pytest_plsqlbench.convert.pipeline import emitter_for, published_block_matches
 from pytest_plsqlbench.convert.sqltypes import NUMBER
 from pytest_plsqlbench.tasks import task_from_dict, task_to_dict
@@ -94,7 +94,7 @@ def test_sanitized_mbpp_converts_at_least_95_percent(sanitized_pg):
     assert r.total == 310
     assert r.converted >= 0.95 * r.total
     assert r.summary_lines()[0] == f"converted {r.converted} of {r.total}"
-    assert r.converted + len(r.rejected) == r.total
+    assert r.converted + len(r.rejected) + len(r.left_out) == r.total
     assert {x.reason for x in r.rejected} <= set(TASK_REASONS)
     ids = [t.id for t in r.tasks]
     assert ids[0] == "Mbpp/2" and len(set(ids)) == len(ids)
@@ -193,7 +193,7 @@ def test_oracle_empty_string_collision_is_dropped_as_ambiguous(tmp_path):
 
 
 def test_reserved_entry_point_is_renamed_in_sql(tmp_path):
-    path = _sanitized(tmp_path, [_row(1, "def check(n):\n    return n > 0", ["assert check(1) == True"])])
+    path = _sanitized(tmp_path, [_row(1, "def check(n):\n    return n > 0", ["assert check(1) == True", "assert check(-1) == False"])])
     (task,) = convert_file("mbpp", path, "postgres", subset="s").tasks
     assert task.entry_points == ("check_fn",)
     assert "CREATE OR REPLACE FUNCTION check_fn(" in task.turns[0].prompt
@@ -211,3 +211,122 @@ def test_unknown_source_dialect_and_mode_are_usage_errors(tmp_path):
         convert_file("mbpp", path, "mysql", subset="s")
     with pytest.raises(UsageError):
         convert_file("mbpp", path, "postgres", subset="s", assertions="loose")
+
+
+# --------------------------------------------------------------------------- constant-passable tasks
+def test_sanitized_tasks_a_constant_passes_are_left_out_and_explained(sanitized_pg):
+    r = sanitized_pg
+    left = {t.id: t for t in r.left_out}
+    # 222 (check_type) keeps only its True cases, 582 (my_dict) only its False ones.
+    assert {"Mbpp/222", "Mbpp/582"} <= set(left)
+    assert left["Mbpp/222"].metadata["constant_answer"] == "True"
+    assert left["Mbpp/582"].metadata["constant_answer"] == "False"
+    assert not {t.id for t in r.tasks} & set(left)
+    for task in r.left_out:
+        assert task.metadata["left_out"] in LEFT_OUT_REASONS
+        assert "dropped case(s) expect something else" in task.metadata["left_out_detail"]
+    line = next(x for x in r.summary_lines() if x.startswith("left out "))
+    assert "constant-passable" in line and "Mbpp/222 (-> True, 2 of 3 cases)" in line
+    assert "left out by default (constant-passable)" in r.explain("Mbpp/222")
+
+
+def test_keep_constant_tasks_keeps_them_marked(mbpp_sanitized_file):
+    r = convert_file("mbpp", mbpp_sanitized_file, "postgres", subset="mbpp-sanitized", keep_left_out=True)
+    kept = {t.id: t for t in r.tasks}
+    assert kept["Mbpp/222"].metadata["left_out"] == "constant-passable"
+    assert any(x.startswith("kept on request, marked ") for x in r.summary_lines())
+
+
+def _typed(outputs, alternatives=()):
+    from pytest_plsqlbench.convert.evalplus import tolerance_for
+    from pytest_plsqlbench.convert.model import SourceCase, SourceTask
+    from pytest_plsqlbench.convert.pipeline import type_task
+
+    cases = [
+        SourceCase(
+            id=f"case-{i}", origin="case", args=(i,), expected=o, alternatives=alternatives, tolerance=tolerance_for(o, 0)
+        )
+        for i, o in enumerate(outputs, 1)
+    ]
+    task = SourceTask(id="T/1", entry_point="f", params=("x",), prompt_py="def f(x):\n", cases=cases)
+    return type_task(task)
+
+
+@pytest.mark.parametrize(
+    "outputs, constant",
+    [
+        ([True, True, True], "True"),
+        ([False, False], "False"),
+        ([0, 0, 0], "0"),
+        (["", "", ""], "''"),
+        ([[], [], []], "[]"),
+        ([(1, "a"), (1, "a")], "(1, 'a')"),
+        ([1.0, 1.0000000001, 0.9999999999], "1.0"),  # within the float tolerance the tests apply
+        ([5], "5"),  # one case: the value a prompt's example shows
+    ],
+)
+def test_every_constant_class_is_detected(outputs, constant):
+    from pytest_plsqlbench.convert.pipeline import emit_task
+
+    for dialect in ("postgres", "oracle"):
+        task, _, rejection = emit_task(_typed(outputs), dialect, "s", "null-safe")
+        assert rejection is None and task is not None
+        assert task.metadata["left_out"] == "constant-passable", (dialect, outputs)
+        assert task.metadata["constant_answer"] == constant
+
+
+@pytest.mark.parametrize("outputs", [[True, False], [0, 1, 0], ["", "a"], [[], [1]], [1.0, 1.1]])
+def test_tasks_that_need_more_than_a_constant_stay(outputs):
+    from pytest_plsqlbench.convert.pipeline import emit_task
+
+    task, _, _ = emit_task(_typed(outputs), "postgres", "s", "null-safe")
+    assert task is not None and "left_out" not in task.metadata and "constant_answer" not in task.metadata
+
+
+def test_an_alternative_every_case_accepts_is_a_constant_too():
+    """sum_div style: each case also accepts 0, so returning 0 passes them all."""
+    from pytest_plsqlbench.convert.pipeline import emit_task
+
+    task, _, _ = emit_task(_typed([3, 7, 9], alternatives=(0,)), "postgres", "s", "null-safe")
+    assert task is not None and task.metadata["constant_answer"] == "0"
+
+
+def test_oracle_reads_empty_string_as_null_so_both_are_one_constant():
+    from pytest_plsqlbench.convert.pipeline import emit_task
+
+    pg, _, _ = emit_task(_typed(["", None]), "postgres", "s", "null-safe")
+    ora, _, _ = emit_task(_typed(["", None]), "oracle", "s", "null-safe")
+    assert "left_out" not in pg.metadata
+    assert ora.metadata["left_out"] == "constant-passable"
+
+
+def test_validate_reports_cases_kept_and_constant_tasks(mbpp_sanitized_file, tmp_path):
+    from pytest_plsqlbench.convert.validate import case_report
+
+    r = convert_file("mbpp", mbpp_sanitized_file, "postgres", subset="mbpp-sanitized", keep_left_out=True)
+    lines = case_report(r.tasks)
+    kept = sum(t.n_tests for t in r.tasks)
+    total = sum(t.metadata["cases_total"] for t in r.tasks)
+    assert lines[0].startswith(f"cases kept {kept} of {total} (")
+    assert any("constant-passable" in x and "Mbpp/222 (-> True, 2 of 3 cases)" in x for x in lines)
+    default = convert_file("mbpp", mbpp_sanitized_file, "postgres", subset="mbpp-sanitized")
+    assert "constant-passable 0: no task is passed by one constant answer" in case_report(default.tasks)
+
+
+def test_streaming_emission_writes_what_emit_all_writes(mbpp_sanitized_file):
+    """The loader's one-pass emission (shared literal memo, both modes, task by task) is
+    byte-for-byte the per-target emission, left-out tasks included."""
+    from pytest_plsqlbench.convert.pipeline import emit_all, emit_streaming, type_source
+
+    typed = type_source("mbpp", mbpp_sanitized_file)
+    targets = [("postgres", "null-safe"), ("oracle", "null-safe"), ("postgres", "published"), ("oracle", "published")]
+    written: dict[tuple[str, str], list[str]] = {t: [] for t in targets}
+    results = emit_streaming(
+        typed, "mbpp", subset="s", targets=targets,
+        sink=lambda d, m, task: written[(d, m)].append(json.dumps(task_to_dict(task), ensure_ascii=False)),
+    )
+    for d, mode in targets:
+        expected = emit_all(typed, "mbpp", d, subset="s", assertions=mode, keep_left_out=True)
+        assert written[(d, mode)] == [json.dumps(task_to_dict(t), ensure_ascii=False) for t in expected.tasks]
+        assert results[(d, mode)].summary_lines() == expected.summary_lines()
+        assert len(results[(d, mode)].left_out) == len(expected.left_out) >= 2

@@ -126,7 +126,10 @@ def test_convert_and_validate_commands(plsqlbench_sample, tmp_path, capsys):
     assert len(rows) == 28 and rows[0]["subset"] == "mbpp" and rows[0]["dialect"] == "postgres"
 
     assert main(["validate", str(out)]) == 0
-    assert capsys.readouterr().out.splitlines()[0] == "replay-valid 28 of 28"
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == "replay-valid 28 of 28"
+    assert "cases kept 84 of 84 (100.0%) in 28 task(s)" in lines
+    assert "constant-passable 0: no task is passed by one constant answer" in lines
 
     # Break one expected value: validation must fail and name the task and case.
     rows[4]["turns"][0]["tests"][1]["script"] = rows[4]["turns"][0]["tests"][1]["script"].replace(
@@ -148,7 +151,12 @@ def test_convert_and_validate_commands(plsqlbench_sample, tmp_path, capsys):
 def test_convert_reports_rejections_by_reason(tmp_path, capsys):
     src = tmp_path / "mbpp.jsonl"
     rows = [
-        {"task_id": 1, "text": "t", "code": "def f(x):\n    return x", "test_list": ["assert f(1) == 1"]},
+        {
+            "task_id": 1,
+            "text": "t",
+            "code": "def f(x):\n    return x",
+            "test_list": ["assert f(1) == 1", "assert f(2) == 2"],
+        },
         {"task_id": 2, "text": "t", "code": "def g(x):\n    return x", "test_list": ["assert g(1j) == 1j"]},
         {
             "task_id": 3,
@@ -180,3 +188,30 @@ def test_convert_reports_rejections_by_reason(tmp_path, capsys):
     assert lines[:3] == ["converted 1 of 3", "rejected 1: inconsistent-types", "rejected 1: unsupported-type"]
     assert any(line.startswith("Mbpp/2: rejected (unsupported-type)") for line in lines)
     assert len(out.read_text().splitlines()) == 1
+
+
+def test_keep_constant_tasks_flag_and_validate_report(tmp_path, capsys):
+    rows = [
+        {"task_id": 1, "text": "Is it positive?", "code": "def pos(n):\n    return n > 0",
+         "test_list": ["assert pos(1) == True", "assert pos(5) == True", "assert pos('a') == False"]},
+        {"task_id": 2, "text": "Double it.", "code": "def dbl(n):\n    return 2 * n",
+         "test_list": ["assert dbl(1) == 2", "assert dbl(2) == 4"]},
+    ]
+    src = tmp_path / "mbpp.jsonl"
+    src.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    out = tmp_path / "out.jsonl"
+    base = ["convert", "--from", "mbpp", str(src), "--dialect", "postgres", "-o", str(out)]
+    assert main(base) == 0
+    text = capsys.readouterr().out
+    assert "converted 1 of 2" in text
+    assert "left out 1: constant-passable: Mbpp/1 (-> True, 2 of 3 cases)" in text
+    assert [json.loads(x)["id"] for x in out.read_text().splitlines()] == ["Mbpp/2"]
+    assert main([*base, "--keep-constant-tasks", "--explain", "Mbpp/1"]) == 0
+    text = capsys.readouterr().out
+    assert "kept on request, marked 1: constant-passable: Mbpp/1" in text
+    assert "kept on request (constant-passable): a function returning True passes all 2 kept case(s) of 3" in text
+    assert main(["validate", str(out)]) == 0  # the replay passes; the report names the weak task
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == "replay-valid 2 of 2"
+    assert "cases kept 4 of 5 (80.0%) in 2 task(s)" in lines
+    assert any(x.startswith("kept on request, marked 1: constant-passable: Mbpp/1 (-> True") for x in lines)

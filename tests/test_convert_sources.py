@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_plsqlbench.convert import evalplus
+from pytest_plsqlbench.convert import evalplus, sources
 from pytest_plsqlbench.convert.assertions import parse_one
 from pytest_plsqlbench.convert.model import Tolerance
 from pytest_plsqlbench.convert.sandbox import run_calls
@@ -190,13 +190,25 @@ def test_evalplus_float_rule():
 
 
 # --------------------------------------------------------------------------- sandbox
-def test_sandbox_runs_calls_and_keeps_python_types():
+@pytest.fixture(params=["fresh", "forked"], autouse=False)
+def child_mode(request):
+    """Every sandbox guarantee holds for fresh interpreters and for children forked by a zygote."""
+    from pytest_plsqlbench.convert import sandbox
+
+    if request.param == "fresh":
+        yield request.param
+        return
+    with sandbox.zygotes(1):
+        yield request.param
+
+
+def test_sandbox_runs_calls_and_keeps_python_types(child_mode):
     code = "def f(x):\n    return (x, {x}, {'k': [x, 2.5]}, None)\n"
     (res,) = run_calls(code, [("f", (3,))], 5.0)
     assert res.ok and res.value == (3, {3}, {"k": [3, 2.5]}, None)
 
 
-def test_sandbox_has_no_network_and_reports_errors():
+def test_sandbox_has_no_network_and_reports_errors(child_mode):
     code = (
         "import socket\n"
         "def f(x):\n"
@@ -215,14 +227,106 @@ def test_sandbox_has_no_network_and_reports_errors():
     assert "no function 'missing'" in results[4].error
 
 
-def test_sandbox_times_out_one_call_and_continues_with_the_next():
+def test_sandbox_times_out_one_call_and_continues_with_the_next(child_mode):
     code = "def spin(x):\n    while x:\n        pass\n    return 'done'\n"
     results = run_calls(code, [("spin", (1,)), ("spin", (0,))], 0.5)
     assert results[0].timed_out and not results[0].ok
     assert results[1].ok and results[1].value == "done"
 
 
-def test_sandbox_survives_a_solution_that_does_not_load():
+def test_sandbox_survives_a_solution_that_does_not_load(child_mode):
     results = run_calls("def f(:\n", [("f", (1,)), ("f", (2,))], 1.0)
     assert [r.ok for r in results] == [False, False]
     assert "does not load" in results[0].error
+
+
+def test_sandbox_kills_a_call_hung_outside_python_and_goes_on(child_mode, monkeypatch):
+    """A sleep burns no CPU, so only the parent's wall-clock watchdog can end it."""
+    from pytest_plsqlbench.convert import sandbox
+
+    monkeypatch.setattr(sandbox, "STARTUP_GRACE", 0.5)
+    code = "import time\ndef f(x):\n    if x == 1:\n        time.sleep(60)\n    return x\n"
+    results = run_calls(code, [("f", (0,)), ("f", (1,)), ("f", (2,))], 0.2)
+    assert results[0].ok and results[0].value == 0
+    assert results[1].timed_out and "child killed" in results[1].error
+    assert results[2].ok and results[2].value == 2
+
+
+def test_sandbox_child_that_exits_mid_batch(child_mode):
+    code = "import os\ndef f(x):\n    if x == 1:\n        os._exit(3)\n    return x\n"
+    results = run_calls(code, [("f", (0,)), ("f", (1,)), ("f", (2,))], 1.0)
+    assert [r.ok for r in results] == [True, False, True]
+    assert results[2].value == 2
+
+
+def test_each_batch_gets_a_process_no_solution_ran_in(child_mode):
+    """Module state a solution leaves (here a global counter and a patched builtin) is gone
+    in the next batch, as with a new interpreter."""
+    code = "import builtins\nn = [0]\ndef f(x):\n    n[0] += 1\n    builtins.len = lambda v: 42\n    return n[0]\n"
+    first = run_calls(code, [("f", (0,)), ("f", (0,))], 1.0)
+    second = run_calls("def g(x):\n    return len([x])\n", [("g", (0,))], 1.0)
+    again = run_calls(code, [("f", (0,))], 1.0)
+    assert [r.value for r in first] == [1, 2]
+    assert second[0].value == 1 and again[0].value == 1
+
+
+def test_a_dead_zygote_is_replaced():
+    from pytest_plsqlbench.convert import sandbox
+
+    with sandbox.zygotes(1):
+        zygote = sandbox._ZYGOTES.queue[0]
+        zygote.proc.kill()
+        zygote.proc.wait()
+        (res,) = run_calls("def f(x):\n    return x + 1\n", [("f", (1,))], 1.0)
+        assert res.ok and res.value == 2
+        assert sandbox._ZYGOTES.queue[0] is not zygote and sandbox._ZYGOTES.queue[0].alive
+    assert sandbox._ZYGOTES is None
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        "x" * 50,
+        [1, 2, 3] * 10,
+        [("ab", 1.5, None, True)] * 8,
+        {"k": [1, 2], (1, 2): {3}},
+        [[["é"] * 3] * 3] * 3,
+        10**40,
+    ],
+)
+def test_output_size_bound_never_refuses_what_fits(value):
+    """json_size_exceeds is a lower bound: True only when the exact JSON line is longer."""
+    import json
+
+    from pytest_plsqlbench.convert._child import encode, json_size_exceeds
+
+    exact = len(json.dumps(encode(value)))
+    assert not json_size_exceeds(value, exact)
+    assert json_size_exceeds(value, 0)
+
+
+def test_giant_outputs_are_refused_quickly_and_the_same_way(child_mode):
+    code = "def f(n):\n    return [('colour',) * 77] * n\n"
+    (small, giant) = run_calls(code, [("f", (1,)), ("f", (2_000_000,))], 5.0)
+    assert small.ok and small.value == [("colour",) * 77]
+    assert not giant.ok and giant.error == "output larger than 5 MB" and not giant.timed_out
+
+
+def test_an_output_too_large_for_a_test_is_not_kept(tmp_path):
+    from pytest_plsqlbench.convert.model import Oversized
+    from pytest_plsqlbench.convert.pipeline import type_task
+
+    row = {
+        "task_id": "Mbpp/901", "prompt": '"""\nRepeat.\n"""', "entry_point": "rep",
+        "canonical_solution": "def rep(n):\n    return 'ab' * n\n",
+        "base_input": [[1], [2], [30000]], "plus_input": [], "atol": 0, "assertion": "assert rep(1) == 'ab'\n",
+    }
+    path = tmp_path / "p.jsonl"
+    path.write_text(json.dumps(row) + "\n")
+    (task,) = sources.read_mbpp_plus(path)
+    sources.run_references([task], 5.0)
+    assert isinstance(task.cases[2].expected, Oversized) and task.cases[2].expected.repr_length == 60002
+    typed = type_task(task)
+    assert [(d.case_id, d.reason, d.detail) for d in typed.dropped] == [
+        ("base-003", "too-large", "60007 characters of Python literals (limit 20000)")
+    ]

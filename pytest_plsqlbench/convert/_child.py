@@ -3,6 +3,12 @@
 Run as a script by :mod:`.sandbox`, never imported by it for execution. Reads one JSON
 request on stdin -- ``{"code", "calls": [[function, tagged args]], "timeout"}`` -- and writes
 one JSON line per call: ``{"i", "ok", "out"}`` or ``{"i", "ok": false, "error"}``.
+
+With ``--zygote`` it is a fork server instead: it imports what a run needs once, then reads one
+request per line and forks a fresh child for each (so a batch costs a fork, not an interpreter
+start), announces ``{"pid"}``, lets the child write its result lines, and ends the batch with
+``{"end"}`` once the child has exited. Each forked child is as fresh as a new process: the
+zygote never runs solution code.
 Sockets and subprocesses are disabled before the solution is executed, its own output goes
 to /dev/null, and every call runs under its own CPU-time limit (SIGPROF, so a
 busy machine does not cause false timeouts).
@@ -18,7 +24,10 @@ import math
 import os
 import signal
 import sys
-from typing import Any
+
+TYPE_CHECKING = False  # not from typing: importing it costs every child several milliseconds
+if TYPE_CHECKING:
+    from typing import Any
 
 MAX_OUTPUT_CHARS = 5_000_000
 
@@ -81,6 +90,35 @@ def decode(value: Any) -> Any:
     raise ValueError(f"unknown tagged value {value!r}")
 
 
+def json_size_exceeds(value: Any, limit: int) -> bool:
+    """Whether ``value``'s JSON is certainly longer than ``limit``, found without building it.
+
+    Counts a lower bound (string contents and quotes, one character per other scalar, list
+    separators) and stops as soon as it passes ``limit``; False means "not certainly", and the
+    exact length is then measured. Giant outputs (a million-tuple list) are refused in a fraction
+    of the time and memory their encoding would take, so the refusal never races the watchdog.
+    """
+    total = 0
+    stack = [value]
+    while stack:
+        v = stack.pop()
+        if isinstance(v, str):
+            total += len(v) + 2
+        elif isinstance(v, (list, tuple, set, frozenset)):
+            total += 2 + 2 * max(len(v) - 1, 0)
+            stack.extend(v)
+        elif isinstance(v, dict):
+            total += 2 + 2 * max(len(v) - 1, 0)
+            for k, item in v.items():
+                stack.append(k)
+                stack.append(item)
+        else:
+            total += 1
+        if total > limit:
+            return True
+    return False
+
+
 class CallTimeout(BaseException):
     """Raised by the alarm handler; a BaseException so solutions' ``except Exception`` miss it."""
 
@@ -125,18 +163,65 @@ def _no_network() -> None:
             setattr(os, name, refuse)
 
 
-def _limit_memory() -> None:
+def _limit_memory(megabytes: int) -> None:
     try:
         import resource
 
-        limit = 4 * 1024**3
+        limit = megabytes * 1024**2
         resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
     except (ImportError, ValueError, OSError):
         pass
 
 
 def main() -> int:
-    request = json.loads(sys.stdin.read())
+    if sys.argv[1:] == ["--zygote"]:
+        return zygote()
+    return run(json.loads(sys.stdin.read()))
+
+
+def zygote() -> int:
+    """Fork one child per request line; report its pid, then ``{"end"}`` when it has exited."""
+    import resource  # noqa: F401 - imported once here, used by every child
+    import socket  # noqa: F401
+    import subprocess  # noqa: F401
+
+    stdin = sys.stdin.buffer
+    out = sys.stdout
+    while True:
+        line = stdin.readline()
+        if not line:
+            return 0
+        if not line.strip():
+            continue
+        request = json.loads(line)
+        gate_r, gate_w = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # the child: wait until the zygote has announced us, then run the batch
+            os.close(gate_w)
+            os.read(gate_r, 1)
+            os.close(gate_r)
+            try:
+                os.mkdir(f"batch-{os.getpid()}")
+                os.chdir(f"batch-{os.getpid()}")
+            except OSError:
+                pass
+            code = 1
+            try:
+                code = run(request)
+            finally:
+                os._exit(code)
+        os.close(gate_r)
+        out.write(json.dumps({"pid": pid}) + "\n")
+        out.flush()
+        os.write(gate_w, b"x")
+        os.close(gate_w)
+        _, status = os.waitpid(pid, 0)
+        out.write(json.dumps({"end": True, "status": status}) + "\n")
+        out.flush()
+
+
+def run(request: dict[str, Any]) -> int:
+    """Run one batch of calls; one JSON line per call on stdout (fd 1)."""
     out = os.fdopen(os.dup(1), "w", encoding="utf-8")
     devnull = os.open(os.devnull, os.O_RDWR)
     os.dup2(devnull, 0)
@@ -144,7 +229,8 @@ def main() -> int:
     os.dup2(devnull, 2)
     sys.stdin = open(os.devnull, encoding="utf-8")  # noqa: SIM115 - lives as long as the process
     sys.stdout = sys.stderr = open(os.devnull, "w", encoding="utf-8")  # noqa: SIM115
-    _limit_memory()
+    memory_mb = int(request.get("memory_mb", 4096))
+    _limit_memory(memory_mb)
     _no_network()
     timeout = float(request.get("timeout", 5.0))
 
@@ -185,6 +271,9 @@ def main() -> int:
                 result = fn(*call_args)
             finally:
                 signal.setitimer(signal.ITIMER_PROF, 0)
+            if json_size_exceeds(result, MAX_OUTPUT_CHARS):
+                emit({"i": i, "ok": False, "error": "output larger than 5 MB"})
+                continue
             encoded = encode(result)
             text = json.dumps({"i": i, "ok": True, "out": encoded})
             if len(text) > MAX_OUTPUT_CHARS:
@@ -196,6 +285,8 @@ def main() -> int:
             emit({"i": i, "ok": False, "timeout": True, "error": f"no result within {timeout:g}s"})
         except RecursionError:
             emit({"i": i, "ok": False, "error": "RecursionError"})
+        except MemoryError:
+            emit({"i": i, "ok": False, "error": f"MemoryError (over the {memory_mb} MB memory limit)"})
         except BaseException as exc:  # noqa: BLE001 - report anything the solution raises
             emit({"i": i, "ok": False, "error": f"{type(exc).__name__}: {exc}"[:300]})
     return 0

@@ -50,6 +50,12 @@ def register(subparsers: Any) -> None:
     conv.add_argument(
         "--timeout", type=float, default=5.0, help="seconds per canonical-solution call (MBPP+)"
     )
+    conv.add_argument(
+        "--keep-constant-tasks",
+        action="store_true",
+        help="also write tasks that one constant answer passes (left out by default; marked with "
+        "metadata left_out)",
+    )
     conv.set_defaults(func=run_convert)
 
     val = subparsers.add_parser(
@@ -112,7 +118,13 @@ def run_convert(args: argparse.Namespace) -> int:
 
     subset = args.subset or DEFAULT_SUBSETS[args.source]
     result = convert_file(
-        args.source, args.input, args.dialect, subset=subset, assertions=args.assertions, timeout=args.timeout
+        args.source,
+        args.input,
+        args.dialect,
+        subset=subset,
+        assertions=args.assertions,
+        timeout=args.timeout,
+        keep_left_out=args.keep_constant_tasks,
     )
     write_tasks(args.output, result.tasks)
     for line in result.summary_lines():
@@ -125,7 +137,7 @@ def run_convert(args: argparse.Namespace) -> int:
 
 
 def run_validate(args: argparse.Namespace) -> int:
-    from .validate import replay_validate
+    from .validate import case_report, replay_validate
 
     if args.subset:
         return _validate_subset(args)
@@ -145,6 +157,8 @@ def run_validate(args: argparse.Namespace) -> int:
     report = replay_validate(tasks, settings, jobs=args.jobs)
     print(report.summary())
     print(f"({dialect}, {report.tests} unit tests, {report.seconds:.0f}s)")
+    for line in case_report(tasks):
+        print(line)
     for line in report.failures[: args.show]:
         print(f"  FAILED {line}")
     if len(report.failures) > args.show:

@@ -152,6 +152,32 @@ class Emitter(abc.ABC):
     def literal(self, value: Any, t: SqlType) -> str:
         """``value`` (which fits ``t``) as an expression of type ``t``."""
 
+    #: Canonical case values by case id, when one emitter serves several assertion modes of a
+    #: task (they do not depend on the mode): set by :func:`~.pipeline.emit_streaming`.
+    canon_memo: dict[str, Any] | None = None
+
+    def remember_literals(self) -> None:
+        """From now on render each collection or string literal once per (object, type).
+
+        A test script, the replay function and both assertion modes spell the same case
+        values; rendering them once is most of the emission time of MBPP+. The memo keeps
+        each value alive, so an ``id`` is never reused while it is cached: make one emitter
+        per task.
+        """
+        render = self.literal
+        memo: dict[tuple[int, SqlType], tuple[Any, str]] = {}
+
+        def literal(value: Any, t: SqlType) -> str:
+            if not isinstance(value, (str, list, tuple, dict, set, frozenset)):
+                return render(value, t)
+            key = (id(value), t)
+            hit = memo.get(key)
+            if hit is None:
+                hit = memo[key] = (value, render(value, t))
+            return hit[1]
+
+        self.literal = literal  # type: ignore[method-assign]
+
     def call(self, sig: Signature, args: Sequence[Any]) -> str:
         return f"{sig.name}(" + ", ".join(self.literal(a, t) for a, t in zip(args, sig.params)) + ")"
 

@@ -26,6 +26,13 @@ TASK_REASONS = {
     "no-return-value": "the function returns None in every base case",
     "no-cases": "no test case survived conversion",
 }
+#: Reasons a converted task is left out by default (``--keep-constant-tasks`` /
+#: ``--plsql-keep-constant-tasks`` keep it, marked with ``metadata["left_out"]``).
+LEFT_OUT_REASONS = {
+    "constant-passable": "one constant (true, 0, '', an empty list, NULL ...) passes every kept case",
+}
+#: A task that keeps fewer of its source cases than this is named in the summary.
+FEW_CASES = 10
 #: Case-level reasons (a dropped case produces no unit test; its task may survive).
 CASE_REASONS = {
     "unsupported-assertion": "the assertion is not of a supported form",
@@ -35,7 +42,7 @@ CASE_REASONS = {
     "type-mismatch": "the values do not fit the task's inferred signature",
     "out-of-range": "a number the SQL types cannot hold exactly (NaN, infinity, > 38 digits)",
     "unrepresentable-text": "a string the database cannot hold (NUL characters, lone surrogates)",
-    "reference-error": "the canonical solution raised on this input",
+    "reference-error": "the canonical solution raised on this input (or outgrew the sandbox's memory limit)",
     "reference-timeout": "the canonical solution did not finish within the timeout",
     "lossy-encoding": "the SQL encoding of the input changes the Python result (e.g. True -> 1)",
     "ambiguous-input": "another case has the same SQL input but a different expected output",
@@ -62,6 +69,19 @@ class Tolerance:
 
 
 EXACT = Tolerance()
+
+
+@dataclass(frozen=True, eq=False)
+class Oversized:
+    """Stands for an expected value whose ``repr`` alone is longer than a test may be: the case
+    will be dropped as ``too-large``, so the value itself (up to megabytes) is not kept."""
+
+    repr_length: int
+
+
+def repr_length(value: Any) -> int:
+    """``len(repr(value))``, also for an :class:`Oversized` stand-in."""
+    return value.repr_length if isinstance(value, Oversized) else len(repr(value))
 
 
 @dataclass
@@ -127,8 +147,13 @@ class ConversionResult:
     source: str
     dialect: str
     total: int
+    #: The converted tasks written out: left-out tasks are among them only when kept on request.
     tasks: list[Task] = field(default_factory=list)
     rejected: list[Rejection] = field(default_factory=list)
+    #: Converted tasks left out by default (``metadata["left_out"]`` says why), in source order.
+    left_out: list[Task] = field(default_factory=list)
+    #: Whether ``left_out`` tasks were kept in ``tasks`` (marked).
+    keep_left_out: bool = False
     #: Dropped cases per task id (converted and rejected tasks alike).
     dropped: dict[str, list[DroppedCase]] = field(default_factory=dict)
     #: Source case count per task id, so kept + dropped can be checked to add up.
@@ -146,22 +171,27 @@ class ConversionResult:
         return Counter(d.reason for tid, cases in self.dropped.items() if tid in kept for d in cases)
 
     def summary_lines(self) -> list[str]:
-        """``converted A of N`` first, then rejected counts by reason, then dropped cases."""
+        """``converted A of N`` first, then rejected and left-out counts by reason, dropped cases,
+        and the tasks that keep few of their cases."""
         lines = [f"converted {self.converted} of {self.total}"]
         for reason, count in sorted(self.rejected_by_reason().items(), key=lambda kv: (-kv[1], kv[0])):
             lines.append(f"rejected {count}: {reason}")
+        lines.extend(left_out_lines(self.left_out, self.keep_left_out))
         n_tests = sum(t.n_tests for t in self.tasks)
         dropped = self.dropped_by_reason()
         lines.append(f"tests {n_tests} kept, {sum(dropped.values())} dropped in converted tasks")
         for reason, count in sorted(dropped.items(), key=lambda kv: (-kv[1], kv[0])):
             lines.append(f"dropped {count}: {reason}")
+        few = few_cases_line(self.tasks)
+        if few:
+            lines.append(few)
         return lines
 
     def explain(self, task_id: str) -> str:
         """Why ``task_id`` was rejected, or which of its cases were dropped and why."""
         lines: list[str] = []
         rejection = next((r for r in self.rejected if r.task_id == task_id), None)
-        task = next((t for t in self.tasks if t.id == task_id), None)
+        task = next((t for t in (*self.tasks, *self.left_out) if t.id == task_id), None)
         if rejection is None and task is None:
             return f"{task_id}: not in {self.source} input ({self.total} records)"
         if rejection is not None:
@@ -173,6 +203,11 @@ class ConversionResult:
                 f"{task_id}: converted to {self.dialect} with {task.n_tests} unit test(s) "
                 f"of {self.source_cases.get(task_id, task.n_tests)} source case(s)"
             )
+            if "left_out" in task.metadata:
+                reason = task.metadata["left_out"]
+                state = "kept on request" if self.keep_left_out else "left out by default"
+                lines.append(f"  {state} ({reason}): {task.metadata.get('left_out_detail', '')}")
+                lines.append(f"  meaning: {LEFT_OUT_REASONS.get(reason, reason)}")
             notes = task.metadata.get("notes") or []
             lines.extend(f"  note: {n}" for n in notes)
         dropped = self.dropped.get(task_id, [])
@@ -183,3 +218,44 @@ class ConversionResult:
         elif task is not None:
             lines.append("  no case dropped")
         return "\n".join(lines)
+
+
+def kept_of(task: Task) -> tuple[int, int]:
+    """(cases kept, source cases) of a converted task (its unit tests when not recorded)."""
+    kept = int(task.metadata.get("cases_kept", task.n_tests))
+    return kept, int(task.metadata.get("cases_total", kept))
+
+
+def _listing(items: list[str], limit: int = 8) -> str:
+    shown = ", ".join(items[:limit])
+    return shown + (f", ... (+{len(items) - limit})" if len(items) > limit else "")
+
+
+def left_out_lines(left_out: list[Task], kept: bool) -> list[str]:
+    """One line per left-out reason, naming the tasks (and the constant that passes them)."""
+    by_reason: dict[str, list[Task]] = {}
+    for task in left_out:
+        by_reason.setdefault(str(task.metadata.get("left_out", "?")), []).append(task)
+    lines = []
+    for reason, tasks in sorted(by_reason.items()):
+        names = [
+            f"{t.id} (-> {t.metadata.get('constant_answer', '?')}, {kept_of(t)[0]} of {kept_of(t)[1]} cases)"
+            for t in tasks
+        ]
+        verb = "kept on request, marked" if kept else "left out"
+        lines.append(f"{verb} {len(tasks)}: {reason}: {_listing(names)}")
+    return lines
+
+
+def few_cases_line(tasks: list[Task], limit: int = FEW_CASES) -> str | None:
+    """The tasks that keep fewer than ``limit`` of their source cases, and under half of them."""
+    few = []
+    for task in tasks:
+        kept, total = kept_of(task)
+        if kept < limit and 2 * kept < total:
+            few.append((kept / total, task.id, kept, total))
+    if not few:
+        return None
+    few.sort()
+    names = [f"{tid} {k} of {n}" for _, tid, k, n in few]
+    return f"few cases kept {len(few)}: under half and fewer than {limit} of their cases: {_listing(names)}"

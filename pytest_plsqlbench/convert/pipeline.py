@@ -14,10 +14,11 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections import Counter
-from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -26,11 +27,11 @@ from ..errors import UsageError
 from ..tasks import DIALECTS, Task, Turn, UnitTest
 from . import evalplus, sources
 from .emitter import ASSERTION_MODES, EmitCase, Emitter, Signature
-from .model import ConversionResult, DroppedCase, Rejection, SourceCase, SourceTask
+from .model import ConversionResult, DroppedCase, Rejection, SourceCase, SourceTask, repr_length
 from .names import sql_function_name
 from .oracle import OracleEmitter
 from .postgres import PostgresEmitter
-from .sandbox import run_calls
+from .sandbox import run_calls, zygotes
 from .sqltypes import (
     SqlType,
     TypeConflict,
@@ -55,7 +56,7 @@ log = logging.getLogger(__name__)
 CONVERTER_VERSION = "1"
 #: A case whose inputs and outputs print longer than this is dropped (``too-large``): a few
 #: MBPP+ inputs produce megabyte outputs that would bloat every script and the replay.
-MAX_CASE_CHARS = 20_000
+MAX_CASE_CHARS = sources.MAX_CASE_CHARS
 
 EMITTERS: dict[str, type[Emitter]] = {"oracle": OracleEmitter, "postgres": PostgresEmitter}
 
@@ -125,7 +126,7 @@ def type_task(task: SourceTask) -> Typed:
         if len(case.args) != arity:
             typed.drop(case, "arity-mismatch", f"{len(case.args)} argument(s), the function takes {arity}")
             continue
-        size = sum(len(repr(v)) for v in (*case.args, *_outputs(case)))
+        size = sum(repr_length(v) for v in (*case.args, *_outputs(case)))
         if size > MAX_CASE_CHARS:
             typed.drop(case, "too-large", f"{size} characters of Python literals (limit {MAX_CASE_CHARS})")
             continue
@@ -266,50 +267,81 @@ def _value_problem(typed: Typed, case: SourceCase) -> tuple[str, str] | None:
 
 def check_lossy(typed_tasks: Sequence[Typed], timeout: float) -> None:
     """Re-run cases whose SQL encoding changes the input; drop those whose result changes."""
-
-    def one(typed: Typed) -> None:
-        task = typed.source
-        suspects = [c for c in typed.cases if any(lossy(v, t) for v, t in zip(c.args or (), typed.params))]
-        if not suspects or not task.solution:
-            return
-        calls = [
-            (task.entry_point, tuple(sql_visible(v, t) for v, t in zip(c.args or (), typed.params)))
-            for c in suspects
-        ]
-        results = run_calls(task.solution, calls, timeout)
-        bad: dict[str, str] = {}
-        for case, res in zip(suspects, results):
-            if not res.ok:
-                bad[case.id] = f"with the input as SQL passes it the solution fails ({res.error})"
-                continue
-            out = (
-                evalplus.not_none_output(res.value)
-                if task.entry_point in evalplus.NOT_NONE_TASKS
-                else res.value
-            )
-            cmp = with_top_order(typed.returns, "set") if case.as_set else typed.returns
-            try:
-                _check_supported(out)
-                refine(typed.returns, out)
-                ok = any(
-                    same(canon(out, typed.returns), canon(o, typed.returns), cmp, case.tolerance)
-                    for o in _outputs(case)
-                )
-            except (TypeConflict, UnsupportedValue, ValueProblem):
-                ok = False
-            if not ok:
-                bad[case.id] = (
-                    f"with the input as SQL passes it the solution returns {_short(out)}, not {_short(case.expected)}"
-                )
-        for case in suspects:
-            if case.id in bad:
-                typed.drop(case, "lossy-encoding", bad[case.id])
-        typed.cases = [c for c in typed.cases if c.id not in bad]
-        if not typed.cases:
-            typed.rejection = ("no-cases", "every case was dropped")
-
     with ThreadPoolExecutor(max_workers=sources._workers()) as pool:
-        list(pool.map(one, [t for t in typed_tasks if t.rejection is None]))
+        list(pool.map(lambda t: check_lossy_one(t, timeout), [t for t in typed_tasks if t.rejection is None]))
+
+
+def check_lossy_one(typed: Typed, timeout: float) -> None:
+    """:func:`check_lossy` for one task."""
+    task = typed.source
+    suspects = [c for c in typed.cases if any(lossy(v, t) for v, t in zip(c.args or (), typed.params))]
+    if not suspects or not task.solution:
+        return
+    calls = [
+        (task.entry_point, tuple(sql_visible(v, t) for v, t in zip(c.args or (), typed.params)))
+        for c in suspects
+    ]
+    results = run_calls(task.solution, calls, timeout)
+    bad: dict[str, str] = {}
+    for case, res in zip(suspects, results):
+        if not res.ok:
+            bad[case.id] = f"with the input as SQL passes it the solution fails ({res.error})"
+            continue
+        out = evalplus.not_none_output(res.value) if task.entry_point in evalplus.NOT_NONE_TASKS else res.value
+        cmp = with_top_order(typed.returns, "set") if case.as_set else typed.returns
+        try:
+            _check_supported(out)
+            refine(typed.returns, out)
+            ok = any(
+                same(canon(out, typed.returns), canon(o, typed.returns), cmp, case.tolerance)
+                for o in _outputs(case)
+            )
+        except (TypeConflict, UnsupportedValue, ValueProblem):
+            ok = False
+        if not ok:
+            bad[case.id] = (
+                f"with the input as SQL passes it the solution returns {_short(out)}, not {_short(case.expected)}"
+            )
+    for case in suspects:
+        if case.id in bad:
+            typed.drop(case, "lossy-encoding", bad[case.id])
+    typed.cases = [c for c in typed.cases if c.id not in bad]
+    if not typed.cases:
+        typed.rejection = ("no-cases", "every case was dropped")
+
+
+class TypedStream:
+    """The typed tasks of an MBPP+ file, each yielded as soon as its canonical solution has run
+    on its cases, in file order -- so emitting one task overlaps with computing the next ones'
+    expected outputs. Iterate once; ``len`` is known up front."""
+
+    def __init__(self, tasks: list[SourceTask], timeout: float) -> None:
+        self.tasks = tasks
+        self.timeout = timeout
+
+    def __len__(self) -> int:
+        return len(self.tasks)
+
+    def __iter__(self) -> Iterator[Typed]:
+        workers = sources._workers()
+        # One fork server more than pool threads: the lossy re-runs of this thread never wait.
+        with zygotes(workers + 1):
+            pool = ThreadPoolExecutor(max_workers=workers)
+            try:
+                pending: dict[str, list[Future[None]]] = {}
+                for job in sources.reference_jobs(self.tasks):
+                    pending.setdefault(job[0].id, []).append(
+                        pool.submit(sources.run_reference_job, job, self.timeout)
+                    )
+                for task in self.tasks:
+                    for future in pending.pop(task.id, ()):
+                        future.result()
+                    typed = type_task(task)
+                    if typed.rejection is None:
+                        check_lossy_one(typed, self.timeout)
+                    yield typed
+            finally:
+                pool.shutdown(wait=True, cancel_futures=True)
 
 
 def _short(value: Any, limit: int = 60) -> str:
@@ -323,25 +355,30 @@ def _normalise(text: str) -> str:
 
 
 def emit_task(
-    typed: Typed, dialect: str, subset: str, mode: str
+    typed: Typed, dialect: str, subset: str, mode: str, emitter: Emitter | None = None
 ) -> tuple[Task | None, list[DroppedCase], Rejection | None]:
-    """The task in one dialect, the cases dropped there (ambiguous inputs), or a rejection."""
+    """The task in one dialect, the cases dropped there (ambiguous inputs), or a rejection.
+
+    ``emitter`` (of ``dialect``) may be shared by the assertion modes of one task."""
     task = typed.source
-    emitter = emitter_for(dialect)
+    emitter = emitter or emitter_for(dialect)
     oracle = dialect == "oracle"
     sig = Signature(sql_function_name(task.entry_point), typed.params, typed.returns)
     dropped: list[DroppedCase] = []
     cases: list[EmitCase] = []
+    #: Per kept case: its canonical acceptable outputs, comparison type and tolerance.
+    accepts: list[tuple[list[Any], SqlType, Any]] = []
     seen: dict[tuple[Any, ...], tuple[SourceCase, Any]] = {}
+    memo = emitter.canon_memo
     for case in typed.cases:
-        try:
-            key = tuple(
-                canon(v, t, dialect=dialect, where=f"argument {i}")
-                for i, (v, t) in enumerate(zip(case.args or (), sig.params), 1)
-            )
-            outs = [canon(o, sig.returns, dialect=dialect, where="expected value") for o in _outputs(case)]
-        except ValueProblem as exc:
-            dropped.append(DroppedCase(case.id, exc.reason, exc.detail))
+        entry = memo.get(case.id) if memo is not None else None
+        if entry is None:
+            entry = _canonical(case, sig, dialect)
+            if memo is not None:
+                memo[case.id] = entry
+        key, outs, problem = entry
+        if problem is not None:
+            dropped.append(DroppedCase(case.id, problem.reason, problem.detail))
             continue
         cmp = with_top_order(sig.returns, "set") if case.as_set else sig.returns
         if key in seen:
@@ -357,6 +394,7 @@ def emit_task(
                 continue
         else:
             seen[key] = (case, outs[0])
+        accepts.append((outs, cmp, case.tolerance))
         cases.append(
             EmitCase(
                 id=case.id,
@@ -369,6 +407,7 @@ def emit_task(
         )
     if not cases:
         return None, dropped, Rejection(task.id, "no-cases", "every case was dropped")
+    constant = passing_constant(accepts)
     notes = list(typed.notes)
     if 2 * len(cases) < len(task.cases):
         notes.append(f"only {len(cases)} of {len(task.cases)} source cases fit the signature")
@@ -413,6 +452,12 @@ def emit_task(
             "converter_version": CONVERTER_VERSION,
         }
     )
+    if constant is not None:
+        # Only on tasks left out by default, so the tasks that stay are unchanged.
+        value = [cases[0].expected, *cases[0].alternatives][constant]
+        metadata["constant_answer"] = _short(value)
+        metadata["left_out"] = "constant-passable"
+        metadata["left_out_detail"] = _constant_detail(task, cases, value)
     turn = Turn(
         index=1,
         prompt=prompt,
@@ -430,6 +475,48 @@ def emit_task(
         metadata=metadata,
     )
     return built, dropped, None
+
+
+def _canonical(
+    case: SourceCase, sig: Signature, dialect: str
+) -> tuple[tuple[Any, ...], list[Any], ValueProblem | None]:
+    """A case's inputs and acceptable outputs as ``dialect`` holds them, or why it cannot."""
+    try:
+        key = tuple(
+            canon(v, t, dialect=dialect, where=f"argument {i}")
+            for i, (v, t) in enumerate(zip(case.args or (), sig.params), 1)
+        )
+        outs = [canon(o, sig.returns, dialect=dialect, where="expected value") for o in _outputs(case)]
+    except ValueProblem as exc:
+        return (), [], exc
+    return key, outs, None
+
+
+def passing_constant(accepts: Sequence[tuple[Sequence[Any], SqlType, Any]]) -> int | None:
+    """Which output of the first case, if any, every case accepts (so an answer returning
+    that one constant -- true, 0, '', an empty list, NULL ... -- passes every unit test).
+
+    ``accepts`` holds per case its canonical acceptable outputs, comparison type and tolerance,
+    compared exactly as the emitted tests compare (a constant within tolerance passes too).
+    """
+    if not accepts:
+        return None
+    for index, candidate in enumerate(accepts[0][0]):
+        if all(any(same(candidate, o, cmp, tol) for o in outs) for outs, cmp, tol in accepts[1:]):
+            return index
+    return None
+
+
+def _constant_detail(task: SourceTask, cases: Sequence[EmitCase], value: Any) -> str:
+    """Why a task is left out: the constant, the kept count, and what the dropped cases expected."""
+    kept = {c.id for c in cases}
+    others = [
+        c for c in task.cases if c.id not in kept and c.problem is None and c.args is not None and c.expected != value
+    ]
+    text = f"a function returning {_short(value)} passes all {len(cases)} kept case(s) of {len(task.cases)}"
+    if others:
+        text += f"; {len(others)} dropped case(s) expect something else"
+    return text
 
 
 def published_block_matches(
@@ -456,22 +543,30 @@ def read_source(source: str, path: Path, assertions: str = "null-safe") -> list[
 
 
 def type_source(
-    source: str, path: Path, *, assertions: str = "null-safe", timeout: float = 5.0
-) -> list[Typed]:
-    """Read and type every record of ``path`` (dialect-independent, runs Python for MBPP+)."""
+    source: str, path: Path, *, assertions: str = "null-safe", timeout: float = 5.0, stream: bool = False
+) -> Sequence[Typed] | TypedStream:
+    """Read and type every record of ``path`` (dialect-independent, runs Python for MBPP+).
+
+    ``stream=True`` returns MBPP+ as a :class:`TypedStream` (iterate once) instead of a list.
+    """
     tasks = read_source(source, path, assertions)
-    if source == "mbpp-plus":
-        sources.run_references(tasks, timeout)
-    typed = [type_task(t) for t in tasks]
-    if source == "mbpp-plus":
-        check_lossy(typed, timeout)
-    return typed
+    if source != "mbpp-plus":
+        return [type_task(t) for t in tasks]
+    typed = TypedStream(tasks, timeout)
+    return typed if stream else list(typed)
 
 
 def emit_all(
-    typed: Sequence[Typed], source: str, dialect: str, *, subset: str, assertions: str
+    typed: Sequence[Typed],
+    source: str,
+    dialect: str,
+    *,
+    subset: str,
+    assertions: str,
+    keep_left_out: bool = False,
 ) -> ConversionResult:
-    result = ConversionResult(source=source, dialect=dialect, total=len(typed))
+    """Emit every typed task; tasks a constant passes are left out unless ``keep_left_out``."""
+    result = ConversionResult(source=source, dialect=dialect, total=len(typed), keep_left_out=keep_left_out)
     for t in typed:
         tid = t.source.id
         result.source_cases[tid] = len(t.source.cases)
@@ -485,8 +580,69 @@ def emit_all(
             result.rejected.append(rejection)
         else:
             assert task is not None
+            if "left_out" in task.metadata:
+                result.left_out.append(task)
+                if not keep_left_out:
+                    continue
             result.tasks.append(task)
     return result
+
+
+def _slim(task: Task) -> Task:
+    """What a summary needs of a task already written out: ids, test count, metadata."""
+    turns = tuple(
+        dataclasses.replace(
+            turn, prompt="", reference=None, tests=tuple(dataclasses.replace(u, script="") for u in turn.tests)
+        )
+        for turn in task.turns
+    )
+    return dataclasses.replace(task, turns=turns, fixtures=())
+
+
+def emit_streaming(
+    typed: Sequence[Typed] | TypedStream,
+    source: str,
+    *,
+    subset: str,
+    targets: Sequence[tuple[str, str]],
+    sink: Callable[[str, str, Task], None],
+) -> dict[tuple[str, str], ConversionResult]:
+    """:func:`emit_all` for several (dialect, assertion mode) targets at once, task by task.
+
+    Each emitted task -- left-out ones included, marked -- goes to ``sink(dialect, mode, task)``
+    as soon as it exists, and the results keep only what their summaries need, so memory does not
+    grow with the output. One emitter per task and dialect renders each value once for every mode.
+    The output is the same as :func:`emit_all` with ``keep_left_out=True`` per target.
+    """
+    results = {
+        (d, m): ConversionResult(source=source, dialect=d, total=len(typed), keep_left_out=True) for d, m in targets
+    }
+    for t in typed:
+        tid = t.source.id
+        emitters: dict[str, Emitter] = {}
+        for d, mode in targets:
+            result = results[(d, mode)]
+            result.source_cases[tid] = len(t.source.cases)
+            if t.rejection is not None:
+                result.rejected.append(Rejection(tid, *t.rejection))
+                result.dropped[tid] = list(t.dropped)
+                continue
+            if d not in emitters:
+                emitters[d] = emitter_for(d)
+                emitters[d].remember_literals()
+                emitters[d].canon_memo = {}
+            task, extra, rejection = emit_task(t, d, subset, mode, emitters[d])
+            result.dropped[tid] = [*t.dropped, *extra]
+            if rejection is not None:
+                result.rejected.append(rejection)
+                continue
+            assert task is not None
+            sink(d, mode, task)
+            slim = _slim(task)
+            if "left_out" in task.metadata:
+                result.left_out.append(slim)
+            result.tasks.append(slim)
+    return results
 
 
 def convert_file(
@@ -497,6 +653,7 @@ def convert_file(
     subset: str,
     assertions: str = "null-safe",
     timeout: float = 5.0,
+    keep_left_out: bool = False,
 ) -> ConversionResult:
     """Convert one source file into tasks of one dialect (see the module docstring)."""
     if dialect not in DIALECTS:
@@ -506,6 +663,6 @@ def convert_file(
     if timeout <= 0:
         raise UsageError("the conversion timeout must be positive")
     typed = type_source(source, Path(path), assertions=assertions, timeout=timeout)
-    result = emit_all(typed, source, dialect, subset=subset, assertions=assertions)
+    result = emit_all(typed, source, dialect, subset=subset, assertions=assertions, keep_left_out=keep_left_out)
     log.info("%s -> %s: %s", path, dialect, "; ".join(result.summary_lines()))
     return result

@@ -1,8 +1,11 @@
 """Compute expected outputs by running canonical Python solutions in a child process.
 
 Conversion time only (nothing Python runs at evaluation time). Each batch of calls runs in
-a fresh ``python -S -s -P _child.py`` (standard library only) in a temporary directory with sockets and subprocesses
-disabled, a fixed hash seed (so set-derived outputs are reproducible), a per-call CPU-time
+a fresh child (standard library only) in a temporary directory with sockets and subprocesses
+disabled: a new ``python -S -s -P _child.py``, or -- inside :func:`zygotes`, which a whole
+conversion uses -- a process forked from a long-lived ``_child.py --zygote`` that has done the
+interpreter start and imports once (an interpreter start costs ~40 ms of CPU; MBPP+ runs over
+a thousand batches). Either way each batch gets a process no solution code has run in, a fixed hash seed (so set-derived outputs are reproducible), a per-call CPU-time
 limit, and a parent-side wall-clock watchdog: a call that hangs in C code (where the alarm cannot
 interrupt it) gets the child killed, is reported as timed out, and the remaining calls
 continue in a new child.
@@ -10,15 +13,20 @@ continue in a new child.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
+import queue
 import select
+import shutil
+import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -28,6 +36,10 @@ from ._child import decode, encode
 log = logging.getLogger(__name__)
 
 CHILD = Path(__file__).with_name("_child.py")
+#: Address-space limit of a child. It bounds the memory of a conversion (a few MBPP+ inputs make
+#: canonical solutions build results of over a gigabyte, which are dropped as too large anyway):
+#: such a call fails with MemoryError, a reference-error, instead of exhausting the machine.
+MEMORY_LIMIT_MB = 256
 #: Seconds a child may take to start and load the solution before its first result.
 STARTUP_GRACE = 10.0
 
@@ -50,12 +62,87 @@ def _child_env() -> dict[str, str]:
     }
 
 
+class Zygote:
+    """A fork server: ``_child.py --zygote``, started once, forking one child per batch."""
+
+    def __init__(self) -> None:
+        self.tmp = tempfile.mkdtemp(prefix="plsqlbench-convert-")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-S", "-s", "-P", str(CHILD), "--zygote"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            cwd=self.tmp,
+            env=_child_env(),
+            start_new_session=True,
+        )
+        self.buffer = b""
+
+    @property
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def close(self) -> None:
+        try:
+            if self.proc.stdin is not None:
+                self.proc.stdin.close()
+            self.proc.wait(timeout=5)
+        except (OSError, subprocess.TimeoutExpired):
+            self.proc.kill()
+            self.proc.wait()
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+
+_ZYGOTES: queue.Queue[Zygote] | None = None
+_ZYGOTE_LOCK = threading.Lock()
+
+
+@contextlib.contextmanager
+def zygotes(count: int) -> Iterator[None]:
+    """Within this block :func:`run_calls` forks its children from ``count`` fork servers."""
+    global _ZYGOTES
+    pool: queue.Queue[Zygote] = queue.Queue()
+    for _ in range(count):
+        pool.put(Zygote())
+    with _ZYGOTE_LOCK:
+        previous, _ZYGOTES = _ZYGOTES, pool
+    try:
+        yield
+    finally:
+        with _ZYGOTE_LOCK:
+            _ZYGOTES = previous
+        while not pool.empty():
+            pool.get_nowait().close()
+
+
 def run_calls(code: str, calls: Sequence[tuple[str, tuple[Any, ...]]], timeout: float) -> list[CallResult]:
     """Run ``function(*args)`` for each call against ``code``; one result per call, in order."""
+    pool = _ZYGOTES
+    if pool is None:
+        return _run_calls(code, calls, timeout, None)
+    zygote = pool.get()
+    try:
+        if not zygote.alive:
+            zygote.close()
+            zygote = Zygote()
+        return _run_calls(code, calls, timeout, zygote)
+    finally:
+        pool.put(zygote)
+
+
+def _run_calls(
+    code: str, calls: Sequence[tuple[str, tuple[Any, ...]]], timeout: float, zygote: Zygote | None
+) -> list[CallResult]:
     results: list[CallResult | None] = [None] * len(calls)
     pending = list(range(len(calls)))
     while pending:
-        done = _run_batch(code, calls, pending, timeout, results)
+        if zygote is not None and not zygote.alive:
+            zygote.close()
+            zygote = None  # the fork server died: finish in fresh interpreters
+        if zygote is not None:
+            done = _run_forked(zygote, code, calls, pending, timeout, results)
+        else:
+            done = _run_batch(code, calls, pending, timeout, results)
         if done < len(pending):
             # The call at position ``done`` hung or crashed the child: record it, go on.
             stuck = pending[done]
@@ -69,6 +156,78 @@ def run_calls(code: str, calls: Sequence[tuple[str, tuple[Any, ...]]], timeout: 
     return [r if r is not None else CallResult(False, error="no result") for r in results]
 
 
+def _request(code: str, calls: Sequence[tuple[str, tuple[Any, ...]]], indices: list[int], timeout: float) -> str:
+    return json.dumps(
+        {
+            "code": code,
+            "timeout": timeout,
+            "memory_mb": MEMORY_LIMIT_MB,
+            "calls": [[calls[i][0], encode(list(calls[i][1]))] for i in indices],
+        }
+    )
+
+
+def _record(record: dict[str, Any], indices: list[int], results: list[CallResult | None]) -> None:
+    idx = indices[record["i"]]
+    if record.get("ok"):
+        results[idx] = CallResult(True, value=decode(record["out"]))
+    else:
+        results[idx] = CallResult(False, error=record.get("error"), timed_out=bool(record.get("timeout")))
+
+
+def _run_forked(
+    zygote: Zygote,
+    code: str,
+    calls: Sequence[tuple[str, tuple[Any, ...]]],
+    indices: list[int],
+    timeout: float,
+    results: list[CallResult | None],
+) -> int:
+    """Like :func:`_run_batch`, in a child forked by ``zygote``; a hung child is killed by pid."""
+    assert zygote.proc.stdin is not None and zygote.proc.stdout is not None
+    try:
+        zygote.proc.stdin.write(_request(code, calls, indices, timeout).encode("utf-8") + b"\n")
+        zygote.proc.stdin.flush()
+    except (BrokenPipeError, OSError):
+        zygote.proc.kill()
+        zygote.proc.wait()
+        return 0
+    fd = zygote.proc.stdout.fileno()
+    received, pid, ended = 0, None, False
+    deadline = time.monotonic() + STARTUP_GRACE + timeout * 4 + 2
+    while not ended:
+        remaining = deadline - time.monotonic()
+        ready = select.select([fd], [], [], remaining)[0] if remaining > 0 else []
+        if not ready:
+            # The child hung (or the zygote did): kill the child, then wait for the zygote's end line.
+            if pid is not None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+                pid = None
+                deadline = time.monotonic() + 10
+                continue
+            zygote.proc.kill()
+            zygote.proc.wait()
+            break
+        chunk = os.read(fd, 1 << 16)
+        if not chunk:
+            zygote.proc.wait()
+            break
+        zygote.buffer += chunk
+        while b"\n" in zygote.buffer and not ended:
+            line, zygote.buffer = zygote.buffer.split(b"\n", 1)
+            record = json.loads(line)
+            if "pid" in record:
+                pid = record["pid"]
+            elif "end" in record:
+                ended = True
+            elif pid is not None:
+                _record(record, indices, results)
+                received += 1
+                deadline = time.monotonic() + 3 * timeout + 5
+    return received
+
+
 def _run_batch(
     code: str,
     calls: Sequence[tuple[str, tuple[Any, ...]]],
@@ -77,13 +236,7 @@ def _run_batch(
     results: list[CallResult | None],
 ) -> int:
     """Run ``indices`` in one child; return how many results arrived before it stopped."""
-    request = json.dumps(
-        {
-            "code": code,
-            "timeout": timeout,
-            "calls": [[calls[i][0], encode(list(calls[i][1]))] for i in indices],
-        }
-    )
+    request = _request(code, calls, indices, timeout)
     received = 0
     with tempfile.TemporaryDirectory(prefix="plsqlbench-convert-") as tmp:
         proc = subprocess.Popen(
@@ -118,14 +271,7 @@ def _run_batch(
                 buffer += chunk
                 while b"\n" in buffer:
                     line, buffer = buffer.split(b"\n", 1)
-                    record = json.loads(line)
-                    idx = indices[record["i"]]
-                    if record.get("ok"):
-                        results[idx] = CallResult(True, value=decode(record["out"]))
-                    else:
-                        results[idx] = CallResult(
-                            False, error=record.get("error"), timed_out=bool(record.get("timeout"))
-                        )
+                    _record(json.loads(line), indices, results)
                     received += 1
                     deadline = time.monotonic() + 3 * timeout + 5
         finally:

@@ -20,7 +20,7 @@ from typing import Any
 from ..errors import DataError
 from . import evalplus
 from .assertions import ParsedAssertion, assertions_in, called_function, parse_one, parse_python
-from .model import SourceCase, SourceTask
+from .model import Oversized, SourceCase, SourceTask
 from .sandbox import run_calls
 
 log = logging.getLogger(__name__)
@@ -206,51 +206,66 @@ def _parses(code: str) -> bool:
         return False
 
 
+#: A case whose inputs and outputs print longer than this is dropped as ``too-large`` (see
+#: :mod:`.pipeline`); an expected value longer than that on its own is kept as an :class:`Oversized`.
+MAX_CASE_CHARS = 20_000
 #: Calls per child process: a task's cases are split so slow tasks spread over workers.
 BATCH = 40
 
 
-def run_references(tasks: list[SourceTask], timeout: float, workers: int | None = None) -> None:
-    """Fill in expected outputs of MBPP+ cases by running each task's canonical solution."""
-    jobs: list[tuple[SourceTask, list[SourceCase]]] = []
+Job = tuple[SourceTask, list[SourceCase]]
+
+
+def reference_jobs(tasks: list[SourceTask]) -> list[Job]:
+    """A task's cases to run, in batches of :data:`BATCH` (one child process each)."""
+    jobs: list[Job] = []
     for task in tasks:
         if task.problem is not None or not task.solution:
             continue
         live = [c for c in task.cases if c.problem is None]
         jobs += [(task, live[i : i + BATCH]) for i in range(0, len(live), BATCH)]
+    return jobs
 
-    def one(job: tuple[SourceTask, list[SourceCase]]) -> None:
-        task, cases = job
-        ep = task.entry_point
-        alternative = ep in evalplus.ALTERNATIVE_ORACLES
-        calls: list[tuple[str, tuple[Any, ...]]] = []
-        for c in cases:
-            assert c.args is not None
-            calls.append((ep, c.args))
-            if alternative:
-                calls.append(("_mbpp_alternative", c.args))
-        results = run_calls(task.solution or "", calls, timeout)
-        step = 2 if alternative else 1
-        atol = float(task.metadata.get("atol") or 0)
-        for n, c in enumerate(cases):
-            res = results[n * step]
-            if not res.ok:
-                c.problem = (
-                    "reference-timeout" if res.timed_out else "reference-error",
-                    res.error or "failed",
-                )
-                continue
-            out = evalplus.not_none_output(res.value) if ep in evalplus.NOT_NONE_TASKS else res.value
-            c.expected = out
-            if ep in evalplus.ALSO_ACCEPTS:
-                c.alternatives = (evalplus.ALSO_ACCEPTS[ep],)
-            if alternative and results[n * step + 1].ok and results[n * step + 1].value != out:
-                c.alternatives = (results[n * step + 1].value,)
-            c.as_set = ep in evalplus.SET_EQ_TASKS
-            c.tolerance = evalplus.tolerance_for(out, atol)
 
+def run_reference_job(job: Job, timeout: float) -> None:
+    """Fill in the expected outputs of one batch of cases by running the canonical solution."""
+    task, cases = job
+    ep = task.entry_point
+    alternative = ep in evalplus.ALTERNATIVE_ORACLES
+    calls: list[tuple[str, tuple[Any, ...]]] = []
+    for c in cases:
+        assert c.args is not None
+        calls.append((ep, c.args))
+        if alternative:
+            calls.append(("_mbpp_alternative", c.args))
+    results = run_calls(task.solution or "", calls, timeout)
+    step = 2 if alternative else 1
+    atol = float(task.metadata.get("atol") or 0)
+    for n, c in enumerate(cases):
+        res = results[n * step]
+        if not res.ok:
+            c.problem = (
+                "reference-timeout" if res.timed_out else "reference-error",
+                res.error or "failed",
+            )
+            continue
+        out = evalplus.not_none_output(res.value) if ep in evalplus.NOT_NONE_TASKS else res.value
+        c.expected = out
+        if ep in evalplus.ALSO_ACCEPTS:
+            c.alternatives = (evalplus.ALSO_ACCEPTS[ep],)
+        if alternative and results[n * step + 1].ok and results[n * step + 1].value != out:
+            c.alternatives = (results[n * step + 1].value,)
+        c.as_set = ep in evalplus.SET_EQ_TASKS
+        c.tolerance = evalplus.tolerance_for(out, atol)
+        length = len(repr(out))
+        if length > MAX_CASE_CHARS:
+            c.expected = Oversized(length)  # too large for a test: do not hold megabytes until then
+
+
+def run_references(tasks: list[SourceTask], timeout: float, workers: int | None = None) -> None:
+    """Fill in expected outputs of MBPP+ cases by running each task's canonical solution."""
     with ThreadPoolExecutor(max_workers=workers or _workers()) as pool:
-        list(pool.map(one, jobs))
+        list(pool.map(lambda job: run_reference_job(job, timeout), reference_jobs(tasks)))
 
 
 def _workers() -> int:

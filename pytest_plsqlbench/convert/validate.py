@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from ..dialects.base import Backend
 from ..settings import Settings
 from ..tasks import Task
+from .model import FEW_CASES, few_cases_line, kept_of, left_out_lines
 
 
 @dataclass
@@ -35,6 +36,29 @@ class ReplayReport:
 
     def summary(self) -> str:
         return f"replay-valid {self.valid} of {self.total}"
+
+
+def case_report(tasks: Sequence[Task]) -> list[str]:
+    """How many source cases the tasks kept, which kept few, and which one constant passes.
+
+    A replay proves the tests satisfiable, not that they discriminate: a task whose every kept
+    case expects the same value is passed by an answer returning that constant (the converter
+    leaves such tasks out unless asked to keep them, and marks them).
+    """
+    kept = total = 0
+    for task in tasks:
+        k, n = kept_of(task)
+        kept, total = kept + k, total + n
+    share = f" ({100 * kept / total:.1f}%)" if total else ""
+    lines = [f"cases kept {kept} of {total}{share} in {len(tasks)} task(s)"]
+    few = few_cases_line(list(tasks))
+    lines.append(few or f"few cases kept 0: no task keeps under half and fewer than {FEW_CASES} of its cases")
+    constant = [t for t in tasks if t.metadata.get("left_out") == "constant-passable"]
+    if constant:
+        lines.extend(left_out_lines(constant, kept=True))
+    else:
+        lines.append("constant-passable 0: no task is passed by one constant answer")
+    return lines
 
 
 def _validate_on(backend: Backend, tasks: Sequence[Task], settings: Settings) -> tuple[int, list[str]]:

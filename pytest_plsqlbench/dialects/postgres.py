@@ -35,7 +35,7 @@ from psycopg.types.string import TextLoader
 from sqlparse import tokens as T
 
 from .. import outcomes
-from ..errors import InfrastructureError, UsageError
+from ..errors import FixtureError, InfrastructureError, UsageError
 from ..outputs import format_row
 from ..scripts import Statement, _tokens, first_keyword, split
 from ..settings import Settings
@@ -677,7 +677,7 @@ class PostgresBackend(Backend):
         except psycopg.OperationalError as exc:
             raise InfrastructureError(f"lost the database while loading fixture {fixture.key!r}: {exc}") from exc
         except psycopg.Error as exc:
-            raise InfrastructureError(
+            raise FixtureError(
                 f"fixture {fixture.key!r} failed to load: {str(exc).strip().splitlines()[0]}"
             ) from exc
 

@@ -22,6 +22,7 @@ import json
 import logging
 import os
 import tempfile
+import time
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -36,6 +37,10 @@ from ..settings import ASSERTION_MODES, Settings
 from ..tasks import DIALECTS, Task, task_from_dict, task_to_dict
 
 log = logging.getLogger(__name__)
+#: What loading does and how long it takes: shown on the terminal by :mod:`..loading`.
+progress = logging.getLogger("pytest_plsqlbench.progress")
+
+KEEP_OPTION = "--plsql-keep-constant-tasks"
 
 #: Manifest ``loader`` value -> converter source name.
 LOADERS = {"mbpp-plus": "mbpp-plus", "mbpp-sanitized": "mbpp", "plsqlbench-mbpp": "plsqlbench-mbpp"}
@@ -92,36 +97,146 @@ def load_converted(
     assertions: str,
     cache_dir: Path,
     timeout: float = 5.0,
+    keep_left_out: bool = False,
 ) -> list[Task]:
-    """The converted tasks of ``path`` in ``dialect``, converting (once, under a lock) if needed."""
-    from ..convert.pipeline import emit_all, type_source
+    """The converted tasks of ``path`` in ``dialect``, converting (once, under a lock) if needed.
 
+    The cache holds every converted task, those left out by default (a constant passes them)
+    marked with ``metadata["left_out"]``; they are returned only with ``keep_left_out``.
+    What happens, how long it took and the counts go to the ``pytest_plsqlbench.progress`` log.
+    """
+    started = time.monotonic()
     cache_dir.mkdir(parents=True, exist_ok=True)
     digest = datasources.sha256_file(path)
     wanted = cache_dir / cache_name(source, digest, dialect, assertions, subset)
     revision = data_revision(digest)
     with FileLock(str(cache_dir / f"{subset}-{source}-{digest[:16]}.lock")):
-        if wanted.exists():
-            return _with_revision(_read(wanted), revision)
-        log.info("converting %s (%s) for subset %s; cached in %s", path, source, subset, cache_dir)
-        typed_by_mode: dict[str, Any] = {}
+        converted_now = not wanted.exists()
+        if converted_now:
+            _convert(source, path, digest, subset=subset, cache_dir=cache_dir, timeout=timeout)
+        every = _read(wanted)
+    tasks = [t for t in every if keep_left_out or "left_out" not in t.metadata]
+    summary = _read_summary(wanted)
+    verb = "converted" if converted_now else "read from the conversion cache"
+    progress.info(
+        "plsqlbench: %s: %s %d tasks (%d tests) in %.1fs%s",
+        subset,
+        verb,
+        len(tasks),
+        sum(t.n_tests for t in tasks),
+        time.monotonic() - started,
+        _counts_text(summary, every, keep_left_out),
+    )
+    return _with_revision(tasks, revision)
+
+
+def _counts_text(summary: dict[str, Any], every: list[Task], keep_left_out: bool) -> str:
+    """``; of 290 source tasks: 11 rejected, 2 left out (...), 3179 cases dropped`` for the progress line."""
+    left = [t for t in every if "left_out" in t.metadata]
+    parts = []
+    total = summary.get("total")
+    rejected = len(summary.get("rejected", []))
+    if rejected:
+        parts.append(f"{rejected} rejected")
+    if left:
+        names = ", ".join(t.id for t in left[:6]) + (", ..." if len(left) > 6 else "")
+        if keep_left_out:
+            parts.append(f"{len(left)} passed by a constant kept on request ({names})")
+        else:
+            parts.append(
+                f"{len(left)} left out as a constant passes them ({names}; "
+                f"{KEEP_OPTION} keeps them)"
+            )
+    dropped = summary.get("cases_dropped")
+    if dropped:
+        parts.append(f"{dropped} source cases dropped")
+    few = summary.get("few_cases")
+    if few:
+        parts.append(few)
+    head = f"; of {total} source tasks: " if total is not None else "; "
+    return head + ", ".join(parts) if parts else ""
+
+
+def _read_summary(cached: Path) -> dict[str, Any]:
+    try:
+        return json.loads(cached.with_suffix(".summary.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+
+
+def _convert(
+    source: str,
+    path: Path,
+    digest: str,
+    *,
+    subset: str,
+    cache_dir: Path,
+    timeout: float,
+) -> None:
+    """Convert ``path`` into every dialect and assertion mode, each written atomically."""
+    from ..convert.pipeline import emit_all, emit_streaming, type_source
+
+    progress.info(
+        "plsqlbench: %s: converting %s (%s; first use, cached in %s) ...", subset, path, source, cache_dir
+    )
+    if source == "plsqlbench-mbpp":
+        # Typing depends on the assertion mode only here (PLSQLBench's restored set comparisons).
         for mode in ASSERTION_MODES:
-            # Typing depends on the mode only for PLSQLBench (its restored set comparisons).
-            if source == "plsqlbench-mbpp" or not typed_by_mode:
-                typed_by_mode[mode] = type_source(source, path, assertions=mode, timeout=timeout)
-            else:
-                typed_by_mode[mode] = next(iter(typed_by_mode.values()))
-        for mode, typed in typed_by_mode.items():
+            typed = type_source(source, path, assertions=mode, timeout=timeout)
             for d in DIALECTS:
-                result = emit_all(typed, source, d, subset=subset, assertions=mode)
-                target = cache_dir / cache_name(source, digest, d, mode, subset)
-                _write_atomic(target, [json.dumps(task_to_dict(t), ensure_ascii=False) for t in result.tasks])
-                summary = target.with_suffix(".summary.json")
-                _write_atomic(summary, [json.dumps(_summary(result), ensure_ascii=False, indent=1)])
-                if d == dialect and mode == assertions:
-                    for line in result.summary_lines():
-                        log.info("%s (%s, %s): %s", subset, d, mode, line)
-        return _with_revision(_read(wanted), revision)
+                result = emit_all(typed, source, d, subset=subset, assertions=mode, keep_left_out=True)
+                lines = [json.dumps(task_to_dict(t), ensure_ascii=False) for t in result.tasks]
+                _write_atomic(cache_dir / cache_name(source, digest, d, mode, subset), lines)
+                _write_summary(cache_dir / cache_name(source, digest, d, mode, subset), result)
+        return
+    typed = type_source(source, path, assertions=ASSERTION_MODES[0], timeout=timeout, stream=True)
+    targets = [(d, mode) for mode in ASSERTION_MODES for d in DIALECTS]
+    files = {key: _AtomicLines(cache_dir / cache_name(source, digest, *key, subset)) for key in targets}
+    try:
+        results = emit_streaming(
+            typed,
+            source,
+            subset=subset,
+            targets=targets,
+            sink=lambda d, mode, task: files[(d, mode)].add(json.dumps(task_to_dict(task), ensure_ascii=False)),
+        )
+        for key, result in results.items():
+            files[key].commit()
+            _write_summary(files[key].path, result)
+    finally:
+        for f in files.values():
+            f.discard()
+
+
+class _AtomicLines:
+    """A file written line by line under a temporary name, renamed into place on commit."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        fd, self.tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+        self.out = os.fdopen(fd, "w", encoding="utf-8")
+
+    def add(self, line: str) -> None:
+        self.out.write(line + "\n")
+
+    def commit(self) -> None:
+        self.out.close()
+        os.replace(self.tmp, self.path)
+
+    def discard(self) -> None:
+        if not self.out.closed:
+            self.out.close()
+        Path(self.tmp).unlink(missing_ok=True)
+
+
+def _write_summary(target: Path, result: Any) -> None:
+    """The summary next to a cached conversion; it describes the default (left-out tasks are
+    not among the converted)."""
+    default = dataclasses.replace(
+        result, tasks=[t for t in result.tasks if "left_out" not in t.metadata], keep_left_out=False
+    )
+    summary = target.with_suffix(".summary.json")
+    _write_atomic(summary, [json.dumps(_summary(default), ensure_ascii=False, indent=1)])
 
 
 def data_revision(digest: str) -> str:
@@ -134,12 +249,28 @@ def _with_revision(tasks: list[Task], revision: str) -> list[Task]:
 
 
 def _summary(result: Any) -> dict[str, Any]:
-    """What a report needs about a conversion: counts, rejections and dropped cases."""
+    """What a report needs about a conversion: counts, rejections, left-out tasks, dropped
+    cases, and per task the cases kept of its source cases."""
+    from ..convert.model import few_cases_line, kept_of
+
     return {
         "source": result.source,
         "dialect": result.dialect,
+        "total": result.total,
         "summary": result.summary_lines(),
         "rejected": [{"task_id": r.task_id, "reason": r.reason, "detail": r.detail} for r in result.rejected],
+        "left_out": [
+            {
+                "task_id": t.id,
+                "reason": t.metadata["left_out"],
+                "detail": t.metadata.get("left_out_detail", ""),
+                "constant": t.metadata.get("constant_answer"),
+            }
+            for t in result.left_out
+        ],
+        "cases_kept": {t.id: list(kept_of(t)) for t in (*result.tasks, *result.left_out)},
+        "cases_dropped": sum(result.dropped_by_reason().values()),
+        "few_cases": few_cases_line(result.tasks),
         "dropped": {
             tid: [{"case": d.case_id, "reason": d.reason, "detail": d.detail} for d in cases]
             for tid, cases in result.dropped.items()
@@ -160,6 +291,26 @@ def input_file(manifest: Manifest, settings: Settings) -> Path:
     return path
 
 
+KEEP_HELP = (
+    "keep converted MBPP tasks that one constant answer passes (every kept case expects the same "
+    "value); left out by default, marked with metadata left_out when kept"
+)
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("plsqlbench", "PL/SQL benchmarks (pytest-plsqlbench)")
+    group.addoption(KEEP_OPTION, dest="plsql_keep_constant_tasks", action="store_true", default=None, help=KEEP_HELP)
+    parser.addini("plsql_keep_constant_tasks", KEEP_HELP, type="bool", default=False)
+
+
+def keep_left_out(config: pytest.Config | None) -> bool:
+    """``--plsql-keep-constant-tasks`` or ini ``plsql_keep_constant_tasks``."""
+    if config is None:
+        return False
+    given = config.getoption("plsql_keep_constant_tasks", None)
+    return bool(given if given is not None else config.getini("plsql_keep_constant_tasks"))
+
+
 @pytest.hookimpl(trylast=True)
 def pytest_plsql_load_subset(
     config: pytest.Config, manifest: Manifest, settings: Settings
@@ -176,4 +327,5 @@ def pytest_plsql_load_subset(
         assertions=settings.assertions,
         cache_dir=datasources.data_cache_dir(settings) / "converted",
         timeout=timeout,
+        keep_left_out=keep_left_out(config),
     )

@@ -67,6 +67,14 @@ class LoadNotes:
     skipped: list[str] = field(default_factory=list)
     schema_problems: dict[str, list[str]] = field(default_factory=dict)
     orphan_data: list[str] = field(default_factory=list)
+    #: Owner -> what its load does beyond the published statements (:mod:`.adjust`).
+    adjustments: dict[str, list[str]] = field(default_factory=dict)
+    #: Owner -> why it cannot be loaded at all (its tasks are not runnable).
+    unloadable: dict[str, list[str]] = field(default_factory=dict)
+    #: ``OWNER.TABLE`` used by a runnable task but without rows in the data -> why.
+    tables_without_rows: dict[str, str] = field(default_factory=dict)
+    #: DML entries left out because they are another database's rows.
+    foreign_rows: list[str] = field(default_factory=list)
 
 
 # --------------------------------------------------------------------------- helpers
@@ -147,6 +155,15 @@ class _Schema:
         self.prompt_scope = prompt_scope
         self.cache = data_cache_dir(settings) if settings.dialect == "postgres" else None
 
+    def _adjust(self, owner: str) -> list[str]:
+        """Note the owner's load adjustments once; return why it cannot load, if so."""
+        adjust = self.catalog.adjustments(owner)
+        if adjust.relaxed and owner not in self.notes.adjustments:
+            self.notes.adjustments[owner] = [r.describe() for r in adjust.relaxed]
+        if adjust.unloadable:
+            self.notes.unloadable[owner] = adjust.unloadable
+        return adjust.unloadable
+
     def describe(self) -> str:
         files = (
             ", ".join(str(p.relative_to(self.notes.root)) for p in self.catalog.ddl_files) or "no DDL file"
@@ -171,6 +188,16 @@ class _Schema:
             return (), None, meta
         meta["schema"] = "present"
         meta["data_rows"] = sum(self.catalog.data_rows(o) for o in owners)
+        unloadable = [why for o in owners for why in self._adjust(o)]
+        if unloadable:
+            why = f"data error: schema {', '.join(owners)} cannot be loaded: {'; '.join(unloadable)}"
+            meta.update({"not_runnable": why, "data_error": True})
+            return (), None, meta
+        empty = [t for t in (tables or []) if not self.catalog.table_rows(t)]
+        if empty and meta["data_rows"]:
+            meta["tables_without_rows"] = empty
+            for t in empty:
+                self.notes.tables_without_rows.setdefault(t.upper(), self.catalog.why_no_rows(t))
         fixtures = []
         for owner in owners:
             if self.settings.dialect == "oracle":
@@ -204,6 +231,7 @@ def load(manifest: Manifest, settings: Settings, root: Path) -> tuple[list[Task]
         [str(p.relative_to(root)) for p in catalog.dml_files],
     )
     notes.orphan_data = catalog.orphan_data()
+    notes.foreign_rows = list(catalog.foreign_rows)
     scope = str(manifest.options.get("schema_prompt", "tables"))
     if scope not in ("tables", "owner"):
         raise DataError(f"{manifest.path}: options.schema_prompt must be 'tables' or 'owner', not {scope!r}")

@@ -21,6 +21,7 @@ from typing import Any, Generator
 import pytest
 
 from .. import outcomes
+from ..collect import PlsqlItem
 from ..comparators import LENIENT_RULES, compare_rows_lenient
 from ..manifests import Manifest
 from ..settings import Settings
@@ -56,9 +57,17 @@ class SpiderReport:
         self, item: pytest.Item, call: pytest.CallInfo[None]
     ) -> Generator[None, Any, Any]:
         report = yield
-        task = _task_of(item)
-        outcome = getattr(item, "outcome", None)
-        if call.when != "call" or task is None or task.subset not in self.tasks or outcome is None:
+        if not isinstance(item, PlsqlItem):
+            return report
+        task = item.task_node.task
+        if task.subset not in self.tasks:
+            return report
+        load_error = getattr(item.task_node, "fixture_error", None)
+        if call.when == "setup" and load_error:
+            report.plsql_spider = {"subset": task.subset, "task_id": task.id, "load_error": load_error}
+            return report
+        outcome = item.outcome
+        if call.when != "call" or outcome is None:
             return report
         rec: dict[str, Any] = {
             "subset": task.subset,
@@ -67,7 +76,7 @@ class SpiderReport:
             "failure_class": outcome.failure_class,
             "data_rows": task.metadata.get("data_rows", 0),
         }
-        test = item.test  # type: ignore[attr-defined]
+        test = item.test
         if (
             self.settings.model == "reference"
             and test.kind == "rows"
@@ -81,7 +90,7 @@ class SpiderReport:
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         rec = getattr(report, "plsql_spider", None)
-        if rec is not None and report.when == "call":
+        if rec is not None and report.when in ("call", "setup"):
             self.records[report.nodeid] = rec
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
@@ -105,7 +114,12 @@ class SpiderReport:
             for t in tasks:
                 if t.metadata.get("not_runnable"):
                     reasons[str(t.metadata["not_runnable"])].append(t.id)
-            recs = [r for r in self.records.values() if r["subset"] == subset]
+            recs = [r for r in self.records.values() if r["subset"] == subset and "load_error" not in r]
+            load_errors: dict[str, list[str]] = defaultdict(list)
+            for r in self.records.values():
+                ids = load_errors[r["load_error"]] if r["subset"] == subset and "load_error" in r else None
+                if ids is not None and r["task_id"] not in ids:
+                    ids.append(r["task_id"])
             ran = {r["task_id"] for r in recs}
             entry: dict[str, Any] = {
                 "dialect": self.settings.dialect,
@@ -124,6 +138,19 @@ class SpiderReport:
                 "not_collected": list(notes.skipped),
                 "schema_problems": notes.schema_problems,
                 "data_without_ddl": notes.orphan_data,
+                "load_adjustments": notes.adjustments,
+                "not_loadable": notes.unloadable,
+                "load_errors": {why: sorted(ids, key=_natural) for why, ids in load_errors.items()},
+                "tables_without_rows": {
+                    table: {
+                        "why": why,
+                        "tasks": [
+                            t.id for t in tasks if table in _upper(t.metadata.get("tables_without_rows"))
+                        ],
+                    }
+                    for table, why in notes.tables_without_rows.items()
+                },
+                "rows_not_loaded": notes.foreign_rows,
             }
             translated = [t for t in tasks if "reference_translated" in t.metadata]
             if translated:
@@ -166,7 +193,7 @@ class SpiderReport:
             "pass_strict": len(strict),
             "fail_strict_pass_lenient": len(lenient),
             "lenient_rules": dict(rules),
-            "lenient_tasks": sorted(lenient),
+            "lenient_tasks": sorted(lenient, key=_natural),
             "fail_both": sorted(t for t in failed if t not in lenient),
             "fail_classes": dict(classes),
             "not_evaluated": sorted(excluded),
@@ -192,6 +219,18 @@ class SpiderReport:
                 out.append(f"  not runnable ({len(ids)}): {reason}: {_ids(ids)}")
             for why in s["not_collected"]:
                 out.append(f"  not collected: {why}")
+            for why, ids in s["load_errors"].items():
+                out.append(f"  not runnable, data error at load ({len(ids)}): {why}: {_ids(ids)}")
+            for owner, adjustments in s["load_adjustments"].items():
+                for text in adjustments:
+                    out.append(f"  load of {owner} adjusted: {text}")
+            for text in s["rows_not_loaded"]:
+                out.append(f"  rows not loaded: {text}")
+            for table, info in s["tables_without_rows"].items():
+                out.append(
+                    f"  table {table} has no rows in the data ({info['why']}); "
+                    f"{len(info['tasks'])} task(s) run on it empty: {_ids(info['tasks'])}"
+                )
             for owner, problems in s["schema_problems"].items():
                 out.append(
                     f"  schema {owner}: {len(problems)} part(s) left out of the PostgreSQL port, e.g. {problems[0]}"
@@ -230,13 +269,17 @@ class SpiderReport:
         return out
 
 
+def _upper(values: Any) -> set[str]:
+    return {str(v).upper() for v in values or ()}
+
+
+def _natural(task_id: str) -> tuple[str, int]:
+    head, _, num = task_id.rpartition("_")
+    return (head, int(num)) if num.isdigit() else (task_id, -1)
+
+
 def _counts(counts: dict[str, int]) -> str:
     return ", ".join(f"{k} {v}" for k, v in counts.items())
-
-
-def _task_of(item: pytest.Item) -> Task | None:
-    parent = getattr(item, "parent", None)
-    return getattr(parent, "task", None)
 
 
 def reporter(config: pytest.Config, settings: Settings) -> SpiderReport:

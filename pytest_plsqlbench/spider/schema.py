@@ -29,12 +29,15 @@ import sqlglot
 from ..errors import DataError
 from ..tasks import Fixture
 from . import release
+from .adjust import OwnerAdjustments, Relaxed, null_counts, table_columns
 from .transpile import PG_RESERVED, TranspileError, ddl_to_postgres, to_postgres
 
 log = logging.getLogger(__name__)
 
 #: Bump when the PostgreSQL translation of fixtures changes (invalidates the disk cache).
-PG_FIXTURE_VERSION = "1"
+PG_FIXTURE_VERSION = "2"
+#: Bump when the Oracle fixture script changes beyond the published statements (its key changes).
+ORACLE_FIXTURE_VERSION = "1"
 
 _NAME = r'"?[A-Za-z_][\w$#]*"?'
 _CREATE_TABLE = re.compile(rf"^\s*CREATE\s+TABLE\s+({_NAME})\s*\.\s*({_NAME})", re.I)
@@ -100,6 +103,13 @@ class Catalog:
         self.dml_files: list[Path] = []
         self._oracle: dict[str, Fixture] = {}
         self._pg: dict[str, PgFixture] = {}
+        self._adjustments: dict[str, OwnerAdjustments] = {}
+        #: DML entries not loaded because they are another database's rows (see add_spider_dml).
+        self.foreign_rows: list[str] = []
+        #: Upper-case bare table name -> the source databases whose rows the DML holds under it.
+        self.dml_sources: dict[str, set[str]] = {}
+        #: ``OWNER.TABLE`` -> failed statements the release's ``execution_summary`` reports.
+        self.reported_failures: dict[str, int] = {}
 
     # ----------------------------------------------------------------- reading
     @classmethod
@@ -146,7 +156,12 @@ class Catalog:
                 continue
             self.tables[table.key] = table
 
-    def _add_inserts(self, statements: Iterable[str], where: str, total_rows: Any = None) -> None:
+    def _add_inserts(
+        self, statements: Iterable[str], where: str, total_rows: Any = None, source: str | None = None
+    ) -> None:
+        statements = list(statements)
+        kept: list[tuple[str, str, str]] = []
+        foreign: dict[str, int] = {}
         for stmt in statements:
             m = _INSERT_HEAD.match(stmt)
             if m is None:
@@ -154,14 +169,24 @@ class Catalog:
                     f"{where}: expected 'INSERT INTO OWNER.TABLE (...) VALUES ...', got {stmt[:60]!r}"
                 )
             key = f"{_bare(m.group('owner'))}.{_bare(m.group('table'))}"
+            if source and not self._belongs(key, source):
+                foreign[key] = foreign.get(key, 0) + 1
+                continue
+            kept.append((key, m.group("values"), stmt))
+        for key, n in foreign.items():
+            self.foreign_rows.append(
+                f"{where}: its source_database is {source}, but {n} statement(s) insert into {key}; "
+                "not loaded (never another database's rows)"
+            )
+            log.warning("%s", self.foreign_rows[-1])
+        # total_rows counts the entry's rows when all of them went to one table.
+        use_total = isinstance(total_rows, int) and not foreign and len({k for k, _, _ in kept}) == 1
+        for key, values, stmt in kept:
             self.inserts.setdefault(key, []).append(stmt.strip().rstrip(";"))
-            if not isinstance(total_rows, int):
-                self.rows[key] = self.rows.get(key, 0) + len(_TUPLE_SEP.findall(m.group("values"))) + 1
-        if isinstance(total_rows, int) and statements:
-            m = _INSERT_HEAD.match(next(iter(statements)))
-            if m is not None:
-                key = f"{_bare(m.group('owner'))}.{_bare(m.group('table'))}"
-                self.rows[key] = self.rows.get(key, 0) + total_rows
+            if not use_total:
+                self.rows[key] = self.rows.get(key, 0) + len(_TUPLE_SEP.findall(values)) + 1
+        if use_total:
+            self.rows[kept[0][0]] = self.rows.get(kept[0][0], 0) + total_rows
 
     def add_spider_dml(self, path: Path) -> None:
         """``spider_dml.json``: ``{metadata, tables: {NAME: {insert_statements, total_rows ...}}}``."""
@@ -174,7 +199,17 @@ class Catalog:
             statements = list(
                 release.iter_strings(info.get("insert_statements") if hasattr(info, "get") else None)
             )
-            self._add_inserts(statements, f"{path} table {name}", info.get("total_rows"))
+            source = info.get("source_database") if hasattr(info, "get") else None
+            source = source if isinstance(source, str) and source.strip() else None
+            self.dml_sources.setdefault(str(name).upper(), set()).add(source or "?")
+            self._add_inserts(statements, f"{path} table {name}", info.get("total_rows"), source)
+            summary = info.get("execution_summary") if hasattr(info, "get") else None
+            failed = summary.get("failed_statements") if hasattr(summary, "get") else None
+            for stmt in statements[:1]:
+                m = _INSERT_HEAD.match(stmt)
+                if m is not None and isinstance(failed, int):
+                    key = f"{_bare(m.group('owner'))}.{_bare(m.group('table'))}"
+                    self.reported_failures[key] = self.reported_failures.get(key, 0) + failed
 
     def add_jsonl_dml(self, path: Path) -> None:
         """Spider2 ``OUTPUT_DML_dev.jsonl``: one object per table or statement; the statements
@@ -188,6 +223,13 @@ class Catalog:
             else:
                 raise DataError(f"{rec.where}: no INSERT statements (keys: {sorted(rec.data)})")
             self._add_inserts(statements, rec.where, rec.data.get("total_rows"))
+
+    def _belongs(self, key: str, source: str) -> bool:
+        """Whether rows for ``key`` are ``source``'s own: the table's owner or its DDL's db_id
+        is that database (the release names owners after the Spider database, upper-cased)."""
+        want = source.upper()
+        table = self.tables.get(key)
+        return key.split(".", 1)[0] == want or (table is not None and table.db_id.upper() == want)
 
     # ----------------------------------------------------------------- questions
     def owners(self) -> set[str]:
@@ -216,6 +258,57 @@ class Catalog:
 
     def data_rows(self, owner: str) -> int:
         return sum(n for key, n in self.rows.items() if key.split(".", 1)[0] == owner)
+
+    def table_rows(self, key: str) -> int:
+        return self.rows.get(_key(key), 0)
+
+    def why_no_rows(self, key: str) -> str:
+        """Why a table with DDL has no rows in the DML files, as far as the files tell."""
+        table = self.tables.get(_key(key))
+        name = table.name if table else _key(key).split(".")[-1]
+        own = table.db_id.upper() if table else ""
+        others = sorted(s for s in self.dml_sources.get(name.upper(), ()) if s.upper() not in (own, "?"))
+        if others:
+            return (
+                f"the DML keys tables by bare name and its {name.title()!r} entry holds "
+                f"{', '.join(others)}'s rows: this database's rows are not in the release"
+            )
+        if not self.dml_files:
+            return "no DML file in the data"
+        return f"no {name.title()!r} entry for this database in the DML"
+
+    def adjustments(self, owner: str) -> OwnerAdjustments:
+        """What loading ``owner`` does beyond the published statements (see :mod:`.adjust`)."""
+        if owner not in self._adjustments:
+            out = OwnerAdjustments()
+            for table in self.owner_tables(owner):
+                statements = self.inserts.get(table.key, ())
+                if not statements:
+                    continue
+                cols = table_columns(table.ddl)
+                if not cols.not_null and not cols.primary_key:
+                    continue
+                counts: dict[str, tuple[int, int]] = {}
+                for stmt in statements:
+                    m = _INSERT_HEAD.match(stmt)
+                    if m is None:
+                        continue
+                    if "''" not in m.group("values") and "NULL" not in m.group("values").upper():
+                        continue  # the common case: nothing to count
+                    names = [_bare(c.strip()) for c in m.group("cols").split(",") if c.strip()]
+                    for col, (n, empty) in null_counts(names, [m.group("values")]).items():
+                        old = counts.get(col, (0, 0))
+                        counts[col] = (old[0] + n, old[1] + empty)
+                for col, (n, empty) in sorted(counts.items()):
+                    if col in cols.primary_key:
+                        out.unloadable.append(
+                            f"{n} row(s) of {table.key} insert NULL (or '') into primary-key column {col}"
+                        )
+                    elif col in cols.not_null:
+                        failures = self.reported_failures.get(table.key)
+                        out.relaxed.append(Relaxed(table.key, col, n, empty, failures))
+            self._adjustments[owner] = out
+        return self._adjustments[owner]
 
     def orphan_data(self) -> list[str]:
         """Tables with data but no DDL (their data cannot be loaded)."""
@@ -254,10 +347,13 @@ class Catalog:
             parts = [f"-- {self.family} schema {owner}: published DDL and data (pytest-plsqlbench)"]
             for table in self.owner_tables(owner):
                 parts.append(table.ddl + ";")
+            for relaxed in self.adjustments(owner).relaxed:
+                parts.append(f"-- adjusted: {relaxed.describe()}")
+                parts.append(f"ALTER TABLE {_oracle_name(relaxed.table)} MODIFY (\"{relaxed.column}\" NULL);")
             for table in self.owner_tables(owner):
                 parts.extend(stmt + ";" for stmt in self.inserts.get(table.key, ()))
             parts.append("COMMIT;")
-            digest = self._digest(owner)[:12]
+            digest = self._digest(owner, f"oracle:{ORACLE_FIXTURE_VERSION}")[:12]
             self._oracle[owner] = Fixture(
                 key=f"plsqlbench:{self.family}:{owner}:oracle:{digest}",
                 script="\n".join(parts) + "\n",
@@ -302,6 +398,11 @@ class Catalog:
             creates.append(create + ";")
             alters.extend(a + ";" for a in fks)
             created.add(table.key)
+        for relaxed in self.adjustments(owner).relaxed:
+            if relaxed.table in created:
+                creates.append(f"-- adjusted: {relaxed.describe()}")
+                column = pg_ident(f'"{relaxed.column}"')
+                creates.append(f"ALTER TABLE {_pg_name(relaxed.table)} ALTER COLUMN {column} DROP NOT NULL;")
         rows = 0
         for table in self.owner_tables(owner):
             if table.key not in created:
@@ -321,6 +422,14 @@ class Catalog:
         for problem in problems:
             log.warning("%s schema %s: %s", self.family, owner, problem)
         return script, len(created), rows, problems
+
+
+def _oracle_name(key: str) -> str:
+    return ".".join(f'"{part}"' for part in key.split(".", 1))
+
+
+def _pg_name(key: str) -> str:
+    return ".".join(pg_ident(f'"{part}"') for part in key.split(".", 1))
 
 
 def _key(qualified: str) -> str:

@@ -100,6 +100,11 @@ def validate_subset(settings: Settings, subset_name: str) -> tuple[list[str], bo
         lines.append(f"    failed: {failure}")
     if errors:
         lines.append("  failures by error: " + ", ".join(f"{k} {v}" for k, v in errors.most_common()))
+    for owner, adjustments in notes.adjustments.items():
+        lines.extend(f"  load of {owner} adjusted: {text}" for text in adjustments)
+    lines.extend(f"  rows not loaded: {text}" for text in notes.foreign_rows)
+    for table, why in notes.tables_without_rows.items():
+        lines.append(f"  table {table} has no rows in the data ({why})")
     if notes.orphan_data:
         lines.append(f"  note: {len(notes.orphan_data)} table(s) have data but no DDL in the data")
     ok = not failures and not [t for t in untranspiled if t not in absent]
