@@ -24,7 +24,7 @@ from .episode import Episode
 from .errors import FixtureError, InfrastructureError, PlsqlBenchError, UsageError
 from .outcomes import TestOutcome
 from .outputs import normalize_lines
-from .records import ItemRecord, TaskFacts, json_value
+from .records import MAX_ANSWER_TEXT, MAX_PROMPT_TEXT, MAX_SCRIPT_TEXT, ItemRecord, TaskFacts, clip_text, json_value
 from .runner import TaskRun
 from .safety import make_checker
 from .settings import Settings
@@ -270,6 +270,20 @@ def _clip(lines: list[str] | None) -> list[str] | None:
     return [line[:500] for line in lines[:MAX_RECORD_LINES]]
 
 
+def _prompts(task: Task) -> list[str]:
+    """Each turn's user message as the model is sent it (the system prompt is in the header)."""
+    from .generation.prompts import user_message
+
+    out = []
+    for turn in task.turns:
+        try:
+            text = user_message(task, turn.index)
+        except Exception:  # noqa: BLE001 - a task a plugin built oddly still gets its record
+            text = turn.prompt
+        out.append(clip_text(text, MAX_PROMPT_TEXT) or "")
+    return out
+
+
 def make_record(item: PlsqlItem, phase: str, excinfo: pytest.ExceptionInfo[BaseException] | None) -> ItemRecord:
     """The record the controller aggregates (its ``to_dict()`` is attached to the report)."""
     node = item.task_node
@@ -301,6 +315,7 @@ def make_record(item: PlsqlItem, phase: str, excinfo: pytest.ExceptionInfo[BaseE
         worker=worker_id(item.config),
         # e.g. "retried" after an infrastructure error, "safety_warning" under --plsql-safety=warn
         extra={str(k): json_value(v) for k, v in outcome.extra.items()},
+        script=clip_text(item.test.script, MAX_SCRIPT_TEXT),
     )
     if not node.reported_task:
         node.reported_task = True
@@ -309,6 +324,7 @@ def make_record(item: PlsqlItem, phase: str, excinfo: pytest.ExceptionInfo[BaseE
             markers=list(task.markers),
             n_tests=task.n_tests,
             entry_points=list(task.entry_points),
+            prompts=_prompts(task),
         )
     turn = item.turn.index
     if turn not in node.reported_turns and len(node.answers) >= turn:
@@ -322,6 +338,9 @@ def make_record(item: PlsqlItem, phase: str, excinfo: pytest.ExceptionInfo[BaseE
             "cache_key": ans.cache_key,
             "error": ans.error,
             "usage": dict(ans.usage),
+            # What ran, and the reply it was extracted from when that differs: a run is audited from its file.
+            "code": clip_text(ans.code, MAX_ANSWER_TEXT),
+            **({"raw": clip_text(ans.raw, MAX_ANSWER_TEXT)} if ans.raw and ans.raw.strip() != (ans.code or "").strip() else {}),
         }
     harness: Harness = item.config.stash[HARNESS_KEY]
     if not harness.env_sent and harness.backend is not None:

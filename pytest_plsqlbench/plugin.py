@@ -367,7 +367,8 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
             )
             for line in failures:
                 terminalreporter.write_line(line)
-    terminalreporter.write_sep("=", "PLSQLBench summary")
+    stopped = " (INTERRUPTED: not the benchmark's figures)" if document["header"].get("interrupted") else ""
+    terminalreporter.write_sep("=", f"PLSQLBench summary{stopped}")
     for line in summary_lines(document, config.get_verbosity()):
         terminalreporter.write_line(line)
 

@@ -16,6 +16,19 @@ from .outcomes import PASSED
 
 #: Longest text kept for a string in ``extra`` (numbers, booleans and None are kept as they are).
 MAX_EXTRA_TEXT = 1000
+#: Longest text kept of an answer's code and of the model's raw reply (the audit trail).
+MAX_ANSWER_TEXT = 20000
+#: Longest text kept of a turn's rendered user prompt (a schema-grounded prompt carries its DDL).
+MAX_PROMPT_TEXT = 8000
+#: Longest text kept of a unit test's script (the test's input).
+MAX_SCRIPT_TEXT = 2000
+
+
+def clip_text(text: str | None, limit: int) -> str | None:
+    """``text`` cut to ``limit`` characters, saying how much was cut (None stays None)."""
+    if text is None or len(text) <= limit:
+        return text
+    return f"{text[:limit]}\n... [{len(text) - limit} more characters not kept]"
 
 
 def json_value(value: Any, limit: int = MAX_EXTRA_TEXT) -> Any:
@@ -40,6 +53,8 @@ class TaskFacts:
     markers: list[str] = field(default_factory=list)
     n_tests: int | None = None
     entry_points: list[str] = field(default_factory=list)
+    #: Each turn's rendered user message (clipped to :data:`MAX_PROMPT_TEXT`).
+    prompts: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -66,6 +81,8 @@ class ItemRecord:
     worker: str | None = None
     #: Typed facts a judge adds (``retried``, ``safety_warning``, ``notes``, speed ratios ...).
     extra: dict[str, Any] = field(default_factory=dict)
+    #: The test's script, its input (clipped to :data:`MAX_SCRIPT_TEXT`); None when it runs the answer.
+    script: str | None = None
     task: TaskFacts | None = None
     answer: dict[str, Any] | None = None
     env: dict[str, Any] | None = None
@@ -73,14 +90,14 @@ class ItemRecord:
     #: Keys of a test entry in the results document, in order.
     TEST_KEYS = (
         "turn", "test_id", "sample", "passed", "failure_class", "score", "message", "error_code",
-        "expected", "actual", "duration_s", "worker", "extra",
+        "expected", "actual", "duration_s", "worker", "extra", "script",
     )
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON values (what crosses the xdist wire); empty optional parts left out."""
         out = asdict(self)
         out["extra"] = {str(k): json_value(v) for k, v in self.extra.items()}
-        for key in ("task", "answer", "env"):
+        for key in ("task", "answer", "env", "script"):
             if out[key] is None:
                 del out[key]
         if not out["extra"]:

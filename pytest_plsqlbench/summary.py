@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from . import families
-from .outcomes import EXCLUDED, FAILURE_CLASSES, LABELS
+from .outcomes import EXCLUDED, FAILURE_CLASSES, LABELS, PASSED, SKIPPED
 
 METRIC_LABELS = {
     "mean_test_pass": "Mean Test Pass@1",
@@ -314,6 +314,90 @@ def incomplete_note(count: int) -> str:
     )
 
 
+def item_counts(document: Mapping[str, Any]) -> dict[str, Any]:
+    """pytest's item counts and how they relate to the metrics.
+
+    ``items`` = ``passed`` + ``failed`` (pytest's failed and errors) + ``skipped``; ``judged`` are the
+    items the metrics score (``judged_passed`` of them passed); ``left_out`` the others that were
+    not skipped: failures the metrics do not judge (``left_out_failed``, by class in
+    ``left_out_classes``: infrastructure, answers not generated where they are excluded), and tests
+    of a task sample left out with them (``left_out_passed`` passed there).
+    """
+    from . import metrics
+
+    # The metrics' own view of a test's class (e.g. a not-generated test excluded by choice).
+    judged_class = getattr(metrics, "judged_class", lambda rec: rec.get("failure_class", PASSED))
+    out: dict[str, Any] = dict.fromkeys(
+        ("items", "passed", "failed", "skipped", "judged", "judged_passed", "left_out", "left_out_failed", "left_out_passed"),
+        0,
+    )
+    by_class: dict[str, int] = {}
+    for task in document.get("tasks") or ():
+        samples = task.get("samples")
+        if isinstance(samples, list):
+            dropped = {int(s.get("sample") or 0) for s in samples if isinstance(s, Mapping) and s.get("excluded")}
+        else:  # a family that keeps no per-sample figures: the task is in or out as a whole
+            dropped = None
+        for test in task.get("tests") or ():
+            out["items"] += 1
+            cls = judged_class(test)
+            passed = bool(test.get("passed"))
+            if cls == SKIPPED:
+                out["skipped"] += 1
+                continue
+            out["passed" if passed else "failed"] += 1
+            sample_out = bool(task.get("excluded")) if dropped is None else int(test.get("sample") or 0) in dropped
+            if cls in metrics.NOT_JUDGED or sample_out:
+                out["left_out"] += 1
+                out["left_out_passed" if passed else "left_out_failed"] += 1
+                if not passed:
+                    name = str(test.get("failure_class"))
+                    by_class[name] = by_class.get(name, 0) + 1
+            else:
+                out["judged"] += 1
+                out["judged_passed"] += passed
+    out["left_out_classes"] = by_class
+    return out
+
+
+def items_line(document: Mapping[str, Any]) -> str | None:
+    """How pytest's passed/failed/skipped counts (and JUnit's) relate to the metrics."""
+    c = item_counts(document)
+    if not c["items"]:
+        return None
+    line = (
+        f"pytest items: {c['passed']} passed, {c['failed']} failed or errors, {c['skipped']} skipped; "
+        f"the metrics judge {c['judged']} ({c['judged_passed']} passed, {c['judged'] - c['judged_passed']} failed)"
+    )
+    left = []
+    if c["left_out_failed"]:
+        classes = " and ".join(f"{n} {LABELS.get(k, k)}" for k, n in sorted(c["left_out_classes"].items()))
+        left.append(f"{c['left_out_failed']} failed ({classes})")
+    if c["left_out_passed"]:
+        left.append(f"{c['left_out_passed']} passed in task samples left out with them")
+    if c["skipped"]:
+        left.append(f"{c['skipped']} skipped (not runnable)")
+    if left:
+        line += "; not in the metrics: " + ", ".join(left)
+    return line
+
+
+def interrupted_line(document: Mapping[str, Any]) -> str | None:
+    """The mark of a run that stopped before its end (header ``interrupted``)."""
+    header = document.get("header") or {}
+    reason = header.get("interrupted")
+    if not reason:
+        return None
+    tasks = document.get("tasks") or []
+    ran = sum(len(t.get("tests") or ()) for t in tasks)
+    collected = header.get("items_collected")
+    of = f"{ran} of {collected} collected items" if isinstance(collected, int) and collected else f"{ran} items"
+    return (
+        f"INTERRUPTED ({reason}): results for {len(tasks)} task(s), {of}; the figures cover only what ran, "
+        "are not the benchmark's, and make no leaderboard entry"
+    )
+
+
 def summary_lines(document: Mapping[str, Any], verbose: int = 0) -> list[str]:
     """Lines for the terminal (``-q``: the table and one line of failures; ``-v``: per-test counts)."""
     subsets = document.get("subsets") or {}
@@ -321,6 +405,9 @@ def summary_lines(document: Mapping[str, Any], verbose: int = 0) -> list[str]:
     stats = document.get("statistics") or {}
     quiet = verbose < 0
     lines = [] if quiet else [header_line(header)]
+    interrupted = interrupted_line(document)
+    if interrupted:
+        lines.append(interrupted)
     lines.extend(metric_tables(subsets, verbose))
     note = "metrics in %; Mean Test Pass@1 gives partial credit per task (PLSQLBench App. C)"
     if not quiet and any(m.get("ci") for m in subsets.values()):
@@ -342,7 +429,8 @@ def summary_lines(document: Mapping[str, Any], verbose: int = 0) -> list[str]:
             lines.append(incomplete_note(n_part))
         lines.extend(integrity_lines(subsets, 3))
         return lines
-    lines.extend(overall_lines(document.get("overall") or {}, subsets))
+    if not interrupted:  # an interrupted run's means are not the leaderboard's
+        lines.extend(overall_lines(document.get("overall") or {}, subsets))
     lines.extend(pass_at_k_lines(subsets))
     if (header.get("samples") or 1) > 1 and not header.get("temperature"):
         lines.append(
@@ -359,5 +447,10 @@ def summary_lines(document: Mapping[str, Any], verbose: int = 0) -> list[str]:
     usage = usage_line(document.get("usage") or {})
     if usage:
         lines.append(usage)
+    items = items_line(document)
+    if items:
+        lines.append(items)
     lines.extend(excluded_lines(subsets))
+    if interrupted:
+        lines.append(interrupted)  # again at the end, where the eye lands
     return lines

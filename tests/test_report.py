@@ -10,7 +10,7 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
-from test_results import HEADER, PAPER, sample_tasks
+from test_results import HEADER, PAPER, sample_tasks, task
 from test_results_e2e import smoke_run
 
 from pytest_plsqlbench.cli import main
@@ -39,10 +39,11 @@ def chromium() -> str:
     pytest.skip(f"{why}; set PLSQLBENCH_REQUIRE_CHROMIUM=1 to make this a failure")
 
 
-def rendered_dom(browser: str, page: Path) -> str:
+def rendered_dom(browser: str, page: Path, fragment: str = "") -> str:
+    """The DOM after the page's script ran; ``fragment`` is the address's ``#...`` part."""
     with tempfile.TemporaryDirectory(prefix="chromium-") as profile:
         proc = subprocess.run(
-            [browser, *CHROMIUM_FLAGS, f"--user-data-dir={profile}", "--dump-dom", page.resolve().as_uri()],
+            [browser, *CHROMIUM_FLAGS, f"--user-data-dir={profile}", "--dump-dom", page.resolve().as_uri() + fragment],
             check=False,
             capture_output=True,
             text=True,
@@ -170,8 +171,10 @@ def test_html_report_is_self_contained() -> None:
     page = html(build_document(HEADER, sample_tasks(), PAPER))
     dom = Elements(page)
     assert [r["data-subset"] for r in dom.find("tr", class_="subset-row")] == ["mbpp", "s2mt"]
-    assert not dom.find("script") and not dom.find("link") and not dom.find("img")
-    assert "<style>" in page
+    # One inline script (sorting, filtering), nothing loaded: no src, no link, no image.
+    assert [a for t, a in dom.tags if t == "script"] == [{}]
+    assert not dom.find("link") and not dom.find("img")
+    assert "<style>" in page and "fetch(" not in page and "XMLHttpRequest" not in page
 
 
 def test_report_of_an_old_file_fails_with_one_line(
@@ -184,3 +187,122 @@ def test_report_of_an_old_file_fails_with_one_line(
     assert main(["report", str(path), "--format", "html", "-o", str(tmp_path / "x.html")]) == 2
     assert "results file is older (version 1)" in capsys.readouterr().err
     assert not (tmp_path / "x.html").exists()
+
+
+# --------------------------------------------------------------------------- drill-down, order, filter
+def audited_tasks() -> list[dict]:
+    """Tasks whose ids sort differently as text and as numbers, with prompts, answers and scripts."""
+    out = []
+    for n, ok in ((100, True), (11, False), (2, False), (3, True)):
+        t = task("mbpp", f"Mbpp/{n}", [[True, ok]], metadata={"difficulty": "simple"})
+        t["prompts"] = [f"Write a function for problem {n} & return <x>."]
+        t["answers"][0]["code"] = f"CREATE FUNCTION f{n}() ..."
+        if n == 11:
+            t["answers"][0]["raw"] = "Sure! ```sql\nCREATE FUNCTION f11() ...\n```"
+        for x in t["tests"]:
+            x["script"] = f"SELECT f{n}(ARRAY[1,2,{n}]);"
+            if not x["passed"]:
+                x.update(expected=["42"], actual=["<NULL>"], message="expected '42', got <NULL>")
+        out.append(t)
+    out[2]["tests"][1]["failure_class"] = "invalid_artifact"  # Mbpp/2
+    return out
+
+
+def test_html_tasks_are_in_natural_order_with_filter_options_by_class() -> None:
+    page = html(build_document({**HEADER, "subsets": ["mbpp"]}, audited_tasks(), PAPER))
+    dom = Elements(page)
+    rows = dom.find("tr", class_="task-row")
+    assert [r["data-task"] for r in rows] == ["mbpp/Mbpp/2", "mbpp/Mbpp/3", "mbpp/Mbpp/11", "mbpp/Mbpp/100"]
+    assert [r["data-classes"] for r in rows] == ["invalid_artifact", "passed", "wrong_output", "passed"]
+    options = [a["value"] for t, a in dom.tags if t == "option"]
+    assert options == ["", "passed", "invalid_artifact", "wrong_output"]
+    # Numeric columns sort by value, not by their text.
+    assert [r[3] for r in dom.rows["tasks"][1:]] == ["50.00", "100.00", "50.00", "100.00"]
+    assert 'data-v="0.5"' in page and 'data-v="1.0"' in page
+    # Markdown lists them in the same order.
+    text = markdown(build_document({**HEADER, "subsets": ["mbpp"]}, audited_tasks(), PAPER))
+    assert text.index("| Mbpp/2 |") < text.index("| Mbpp/11 |") < text.index("| Mbpp/100 |")
+
+
+def test_html_drill_down_shows_prompt_answer_raw_reply_and_failing_tests() -> None:
+    page = html(build_document({**HEADER, "subsets": ["mbpp"]}, audited_tasks(), PAPER))
+    dom = Elements(page)
+    details = {a["id"]: a for a in dom.find("details", class_="task-detail")}
+    assert list(details) == ["task-mbpp/Mbpp/2", "task-mbpp/Mbpp/3", "task-mbpp/Mbpp/11", "task-mbpp/Mbpp/100"]
+    assert dom.find("a", href="#task-mbpp/Mbpp/11")
+    section = page[page.index('id="task-mbpp/Mbpp/11"') : page.index('id="task-mbpp/Mbpp/100"')]
+    assert "Write a function for problem 11 &amp; return &lt;x&gt;." in section  # escaped, whole
+    assert '<pre class="answer">CREATE FUNCTION f11() ...</pre>' in section
+    assert "The model's raw reply" in section and "Sure! ```sql" in section
+    assert section.count('class="failing-test"') == 1
+    assert '<pre class="input">SELECT f11(ARRAY[1,2,11]);</pre>' in section
+    assert '<pre class="expected">42</pre>' in section and '<pre class="actual">&lt;NULL&gt;</pre>' in section
+    passing = page[page.index('id="task-mbpp/Mbpp/100"') :]
+    assert 'class="failing-test"' not in passing.split("</details>")[0]
+    assert "raw reply" not in page[page.index('id="task-mbpp/Mbpp/3"') : page.index('id="task-mbpp/Mbpp/11"')]
+
+
+def test_chart_values_stand_clear_of_bars_and_whiskers() -> None:
+    from pytest_plsqlbench.reporting.chart import bar_chart
+
+    groups = [("a-long-subset-name", {"mean_test_pass": 0.6, "suite_pass": 0.95}, {"mean_test_pass": (0.4, 0.8), "suite_pass": (0.9, 1.0)})]
+    dom = Elements(bar_chart(groups, {"mean_test_pass": "Mean Test Pass@1", "suite_pass": "Suite Pass@1"}))
+    whiskers = {p["data-metric"]: float(p["data-x2"]) for p in dom.find("path", class_="ci")}
+    bars = {b["data-metric"]: float(b["x"]) + float(b["width"]) for b in dom.find("rect", class_="bar")}
+    values = {v["data-metric"]: float(v["x"]) for v in dom.find("text", class_="value")}
+    assert set(values) == {"mean_test_pass", "suite_pass"}
+    for metric, x in values.items():
+        assert x > whiskers[metric] and x > bars[metric]
+    svg = dom.find("svg")[0]
+    assert values["suite_pass"] + 40 <= float(svg["width"])  # "100.0" fits inside the picture
+    assert int(svg["font-size"]) >= 13 and float(dom.find("rect", class_="bar")[0]["height"]) >= 16
+
+
+def test_breakdown_pools_small_labels_and_keeps_the_acronym_capitalised() -> None:
+    from pytest_plsqlbench.reporting.breakdown import DIMENSIONS, MIN_TASKS_PER_ROW, breakdown
+
+    construct = DIMENSIONS[2]
+    assert construct.heading == "By PL/SQL construct" and DIMENSIONS[0].heading == "By difficulty"
+    tasks = []
+    for n in range(12):  # "loop" on 4 tasks, "cursor" on 3, ten labels on one task each
+        labels = [f"c{n}"] + (["loop"] if n < 4 else []) + (["cursor"] if 4 <= n < 7 else [])
+        tasks.append({"task_id": str(n), "test_pass": 1.0 if n % 2 else 0.0, "suite_pass": 0.0, "metadata": {"plsql_constructs": labels}})
+    rows = breakdown(tasks, construct)
+    assert [r["label"] for r in rows[:2]] == ["loop", "cursor"]
+    assert len(rows) == 3 and rows[2]["label"].startswith("other (12 labels of < 3 tasks each: c0, c1, c10")
+    assert rows[2]["tasks"] == 12 and rows[2]["mean_test_pass"] == pytest.approx(0.5)
+    assert all(r["tasks"] >= MIN_TASKS_PER_ROW for r in rows)
+    few = breakdown(tasks[:3], construct)  # few labels: every one keeps its row
+    assert len(few) == 4 and {r["label"] for r in few} == {"c0", "c1", "c2", "loop"}
+    page = html(build_document(HEADER, sample_tasks(), PAPER))
+    assert "By pL/SQL" not in page
+
+
+def test_html_report_filters_sorts_and_opens_a_task_in_headless_chromium(tmp_path: Path) -> None:
+    """The inline script at work: a filter by class, a sort by a column, one task opened -- each
+    from the address's fragment, as a link to that view would give it."""
+    browser = chromium()
+    page = tmp_path / "report.html"
+    page.write_text(html(build_document({**HEADER, "subsets": ["mbpp"]}, audited_tasks(), PAPER)))
+
+    def visible(dom: Elements) -> list[str]:
+        return [r["data-task"] for r in dom.find("tr", class_="task-row") if "hidden" not in r]
+
+    plain = Elements(rendered_dom(browser, page))
+    assert visible(plain) == ["mbpp/Mbpp/2", "mbpp/Mbpp/3", "mbpp/Mbpp/11", "mbpp/Mbpp/100"]
+    assert not [d for d in plain.find("details", class_="task-detail") if "open" in d]
+
+    wrong = Elements(rendered_dom(browser, page, "#class=wrong_output"))
+    assert visible(wrong) == ["mbpp/Mbpp/11"]
+    assert "1 of 4 tasks shown" in rendered_dom(browser, page, "#class=wrong_output")
+
+    # Column 3 is the test pass: descending, the passing tasks first, then Mbpp/2 and Mbpp/11 in natural order.
+    by_pass = Elements(rendered_dom(browser, page, "#sort=3&desc"))
+    assert visible(by_pass)[:2] == ["mbpp/Mbpp/3", "mbpp/Mbpp/100"] or visible(by_pass)[:2] == ["mbpp/Mbpp/100", "mbpp/Mbpp/3"]
+    assert set(visible(by_pass)[2:]) == {"mbpp/Mbpp/2", "mbpp/Mbpp/11"}
+    assert by_pass.find("table", id="tasks")[0]["data-sorted"] == "3-desc"
+    by_id = Elements(rendered_dom(browser, page, "#sort=1&desc"))
+    assert visible(by_id) == ["mbpp/Mbpp/100", "mbpp/Mbpp/11", "mbpp/Mbpp/3", "mbpp/Mbpp/2"]  # natural, reversed
+
+    opened = Elements(rendered_dom(browser, page, "#task-mbpp/Mbpp/11"))
+    assert [d["id"] for d in opened.find("details", class_="task-detail") if "open" in d] == ["task-mbpp/Mbpp/11"]

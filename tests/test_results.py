@@ -456,3 +456,31 @@ def test_summary_shows_samples_and_pass_at_k() -> None:
     text = "\n".join(summary_lines(d, 0))
     assert "4 samples/task" in text and "pass@1 75.00, pass@2 100.00" in text
     assert d["subsets"]["mbpp"]["tasks"] == 1
+
+
+def test_item_line_tells_how_pytest_counts_relate_to_the_metrics() -> None:
+    """pytest (and JUnit) count every item; the metrics leave out what says nothing about the model."""
+    missing = {"extra": {"missing_excluded": "--plsql-missing=exclude"}}  # left out by choice where that is one
+    tasks = [
+        task("mbpp", "m1", [[True, False]], cls="infrastructure"),  # 1 judged, 1 infra left out
+        task("mbpp", "gone", [[False]], cls="not_generated"),  # excluded task
+        task("s2mt", "c3", [[True, True], [False]], cls="not_generated"),  # turn 2 unanswered: the sample is out
+        task("mbpp", "sk", [[False, False]], cls="skipped"),
+    ]
+    for t in tasks[1:3]:
+        for x in t["tests"]:
+            if x["failure_class"] == "not_generated":
+                x.update(missing)
+    d = build_document({**HEADER}, tasks, PAPER)
+    from pytest_plsqlbench.summary import item_counts, items_line
+
+    c = item_counts(d)
+    assert (c["items"], c["passed"], c["failed"], c["skipped"]) == (8, 3, 3, 2)
+    assert (c["judged"], c["judged_passed"], c["left_out"]) == (1, 1, 5)
+    assert c["items"] == c["passed"] + c["failed"] + c["skipped"] == c["judged"] + c["left_out"] + c["skipped"]
+    assert items_line(d) == (
+        "pytest items: 3 passed, 3 failed or errors, 2 skipped; the metrics judge 1 (1 passed, 0 failed); "
+        "not in the metrics: 3 failed (1 infrastructure and 2 not generated), 2 passed in task samples left "
+        "out with them, 2 skipped (not runnable)"
+    )
+    assert items_line(d) in summary_lines(d, 0)

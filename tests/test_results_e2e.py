@@ -71,7 +71,8 @@ def pytest_plsql_generate(config, task, turn, history, sample):
     if code is None:
         code = task.turns[turn - 1].reference
     usage = {"model": "test/overrides", "prompt_tokens": 100, "completion_tokens": 20, "cost_usd": 0.001}
-    return Answer(code=code, source="test-overrides", cache_key=f"{task.id}:{turn}:{sample}", usage=usage)
+    raw = f"Here is the code:\\n```sql\\n{code}\\n```"  # as a model replies: the code is extracted from it
+    return Answer(code=code, raw=raw, source="test-overrides", cache_key=f"{task.id}:{turn}:{sample}", usage=usage)
 '''
 
 
@@ -231,3 +232,44 @@ def test_junit_xml_names_testcases_by_node_id_with_properties_and_short_failures
     passed = cases["smoke/clamp_value/inside"]
     assert passed.find("failure") is None
     assert {p.get("name"): p.get("value") for p in passed.iter("property")}["failure_class"] == "passed"
+
+
+@pytest.mark.slow
+def test_junit_testsuite_carries_the_metrics_and_counts_that_match_the_summary() -> None:
+    run = smoke_run()
+    doc = run["doc"]
+    suite = ET.parse(run["junit"]).getroot().find("testsuite")
+    assert suite is not None
+    props = {p.get("name"): p.get("value") for p in suite.find("properties")}
+    smoke = doc["subsets"]["smoke"]
+    assert props["plsql.smoke.mean_test_pass"] == f"{100 * smoke['mean_test_pass']:.2f}"
+    assert props["plsql.smoke.suite_pass"] == f"{100 * smoke['suite_pass']:.2f}"
+    assert props["plsql.smoke.episode_pass"] == f"{100 * smoke['episode_pass']:.2f}"
+    assert props["plsql.smoke.tasks"] == str(smoke["tasks"])
+    # One story: JUnit's counts are pytest's, and the summary line says how they relate to the metrics.
+    tests, failed = int(suite.get("tests")), int(suite.get("failures")) + int(suite.get("errors"))
+    assert props["plsql.items.items"] == str(tests) and props["plsql.items.failed"] == str(failed)
+    assert props["plsql.items.skipped"] == suite.get("skipped")
+    assert props["plsql.items.judged"] == str(tests - int(suite.get("skipped")))  # nothing left out here
+    line = next(x for x in run["stdout"].splitlines() if x.startswith("pytest items: "))
+    assert line == (
+        f"pytest items: {tests - failed} passed, {failed} failed or errors, 0 skipped; "
+        f"the metrics judge {tests} ({tests - failed} passed, {failed} failed)"
+    )
+
+
+@pytest.mark.slow
+def test_results_keep_the_answer_text_raw_reply_prompts_and_test_scripts() -> None:
+    """A run can be audited from its own file: what was asked, what ran, and each test's input."""
+    run = smoke_run()
+    tasks = by_task(run["doc"])
+    clamp = tasks["clamp_value"]
+    (answer,) = clamp["answers"]
+    assert answer["code"] == CLAMP_WRONG
+    assert answer["raw"] == f"Here is the code:\n```sql\n{CLAMP_WRONG}\n```"
+    assert len(clamp["prompts"]) == 1 and "clamp" in clamp["prompts"][0].lower()
+    scripts = {t["test_id"]: t.get("script") for t in clamp["tests"]}
+    assert set(scripts) == {"inside", "below", "above", "null-arg"} and all("clamp_value(" in s for s in scripts.values())
+    conv = tasks["customer_report_conversation"]
+    assert len(conv["prompts"]) == 3 and [a["code"] for a in conv["answers"]][1] == CONV_TURN2_WRONG
+    assert run["doc"]["header"]["system_prompt"]

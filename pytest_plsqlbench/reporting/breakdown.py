@@ -3,7 +3,8 @@
 Labels come from a task's metadata when its loader provides them (``difficulty``,
 ``reasoning_types``, ``plsql_constructs`` ...), else from its markers (``difficulty_advanced``,
 ``reasoning_aggregation``, ``construct_function``). Labels are multi-valued like Table 8: a task
-with three reasoning types counts in each of the three rows.
+with three reasoning types counts in each of the three rows. A dimension with many labels pools
+those of fewer than :data:`MIN_TASKS_PER_ROW` tasks into one "other" row (each task once).
 """
 
 from __future__ import annotations
@@ -23,6 +24,18 @@ class Dimension:
     fields: tuple[str, ...]
     #: marker prefix used when metadata has none of the fields.
     marker_prefix: str
+
+    @property
+    def heading(self) -> str:
+        """``By difficulty``, ``By PL/SQL construct``: an acronym keeps its capitals."""
+        first = self.title.split(" ", 1)[0]
+        return f"By {self.title if first.isupper() else self.title[0].lower() + self.title[1:]}"
+
+
+#: A label with fewer tasks than this is pooled with the other small ones when the dimension
+#: has more than :data:`MAX_SINGLE_ROWS` labels: a row of one or two tasks says little.
+MIN_TASKS_PER_ROW = 3
+MAX_SINGLE_ROWS = 8
 
 
 DIMENSIONS = (
@@ -69,7 +82,25 @@ def breakdown(tasks: Iterable[Mapping[str, Any]], dim: Dimension) -> list[dict[s
         }
         for label, members in groups.items()
     ]
-    return sorted(rows, key=lambda r: (-r["tasks"], r["label"].lower()))
+    rows.sort(key=lambda r: (-r["tasks"], r["label"].lower()))
+    small = [r for r in rows if r["tasks"] < MIN_TASKS_PER_ROW]
+    if len(rows) <= MAX_SINGLE_ROWS or len(small) < 2:
+        return rows
+    # Pool the small labels: each task once, however many of the small labels it has.
+    pooled: dict[int, Mapping[str, Any]] = {}
+    for r in small:
+        for task in groups[r["label"]]:
+            pooled[id(task)] = task
+    members = list(pooled.values())
+    names = sorted((r["label"] for r in small), key=str.lower)
+    other = {
+        "label": f"other ({len(names)} labels of < {MIN_TASKS_PER_ROW} tasks each: {', '.join(names)})",
+        "tasks": len(members),
+        "mean_test_pass": mean([t["test_pass"] for t in members]),
+        "suite_pass": mean([t["suite_pass"] for t in members]),
+        "pooled": names,
+    }
+    return [r for r in rows if r["tasks"] >= MIN_TASKS_PER_ROW] + [other]
 
 
 def all_breakdowns(document: Mapping[str, Any]) -> list[tuple[Dimension, list[dict[str, Any]]]]:

@@ -21,7 +21,8 @@ what the site's ``mean_test_pass`` receives.
 An entry looks comparable with the paper's, so runs that are not are refused
 (:func:`noncomparable_reasons`): another dialect than Oracle, MBPP/MBPP+ scored with other than
 the published assertion blocks, tasks that ran only part of their tests. With
-``allow_noncomparable`` the entry is emitted with a ``note`` saying why. MBPP+ is always noted as
+``allow_noncomparable`` the entry is emitted with a ``note`` saying why. An interrupted run (header
+``interrupted``) is refused always. MBPP+ is always noted as
 this project's rebuild (the authors withhold theirs). ``note`` is ours, not a field of the site's
 schema: remove it before submitting, and say the same in the submission.
 """
@@ -209,6 +210,13 @@ def entry(
     """
     if not method.strip():
         raise UsageError("leaderboard: --method must name the model or system")
+    interrupted = (document.get("header") or {}).get("interrupted")
+    if interrupted:
+        # Not a matter of comparability: the figures are of an unknown part of the benchmark.
+        raise UsageError(
+            f"leaderboard: this run was interrupted ({interrupted}); an interrupted run makes no entry, "
+            "even with --allow-noncomparable: run the benchmark to the end"
+        )
     if date is None:
         date = dt.date.today().isoformat()
     else:

@@ -126,6 +126,12 @@ def merge_documents(
             subset: next(iter(_revisions(parts, subset).values()))
             for subset in dict.fromkeys(k for h in headers for k in h.get("data_revisions") or {})
         },
+        # One interrupted part makes the whole interrupted (and collected items unknown).
+        interrupted="; ".join(f"{n}: {d['header']['interrupted']}" for n, d in parts if d["header"].get("interrupted"))
+        or None,
+        items_collected=sum(h["items_collected"] for h in headers)
+        if all(isinstance(h.get("items_collected"), int) for h in headers)
+        else None,
         started=min(str(h.get("started") or "") for h in headers) or None,
         finished=max(str(h.get("finished") or "") for h in headers) or None,
         merged_from=[

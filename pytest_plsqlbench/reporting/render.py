@@ -2,8 +2,9 @@
 
 Both carry the run header, the per-subset table (Table 2 + strict metrics with 95% CIs), the
 failure classes per subset (§4.4), pass@k when there are samples, breakdowns by difficulty,
-reasoning type and construct, and a per-task list with the failing tests. The HTML page has
-its CSS and an SVG chart inline and references nothing outside itself.
+reasoning type and construct, and a per-task list with the failing tests (in HTML, one drill-down
+per task: :mod:`.tasks`). The HTML page has its CSS, an SVG chart and a small script inline and
+references nothing outside itself.
 """
 
 from __future__ import annotations
@@ -14,13 +15,14 @@ from typing import Any
 
 from .. import families
 from ..families import Column, MetricFamily
-from ..metrics import NOT_JUDGED
 from ..outcomes import FAILURE_CLASSES, LABELS
 from ..summary import (
     cell,
     comparability_lines,
     header_line,
     incomplete_lines,
+    interrupted_line,
+    items_line,
     overall_lines,
     pass_at_k_lines,
     pct,
@@ -28,17 +30,20 @@ from ..summary import (
 )
 from .breakdown import all_breakdowns
 from .chart import bar_chart
+from .tasks import SCRIPT, failing_tests, in_natural_order, task_controls, task_detail, task_rows, task_table
 
 MAX_FAILING_TESTS_SHOWN = 3
 
 
 def _notes(document: Mapping[str, Any], subsets: Mapping[str, Mapping[str, Any]]) -> list[str]:
     """The notes under the subset table, the same in Markdown and HTML."""
+    interrupted = (document.get("header") or {}).get("interrupted")
     return (
         comparability_lines(subsets)
-        + overall_lines(document.get("overall") or {}, subsets)
+        + ([] if interrupted else overall_lines(document.get("overall") or {}, subsets))
         + pass_at_k_lines(subsets)
         + incomplete_lines(subsets)
+        + [line for line in [items_line(document)] if line]
     )
 
 
@@ -74,30 +79,6 @@ def _failure_rows(subsets: Mapping[str, Mapping[str, Any]]) -> list[list[str]]:
         ]
         for name, m in subsets.items()
     ]
-
-
-def _failing_tests(task: Mapping[str, Any]) -> list[Mapping[str, Any]]:
-    return [
-        t for t in task.get("tests", []) if not t.get("passed") and t.get("failure_class") not in NOT_JUDGED
-    ]
-
-
-def _task_rows(tasks: Iterable[Mapping[str, Any]]) -> list[list[str]]:
-    rows = []
-    for t in tasks:
-        classes = sorted({x.get("failure_class") for x in t.get("tests", []) if not x.get("passed")} - {None})
-        status = "skipped" if str(t.get("excluded") or "").startswith("skipped") else "excluded"
-        rows.append(
-            [
-                t["subset"],
-                t["task_id"],
-                str(t.get("n_turns", 1)),
-                status if t.get("excluded") else pct(t.get("test_pass")) + (" (partial)" if t.get("incomplete") else ""),
-                "" if t.get("excluded") else pct(t.get("suite_pass")),
-                ", ".join(classes),
-            ]
-        )
-    return rows
 
 
 def _chart(document: Mapping[str, Any]) -> str:
@@ -137,6 +118,9 @@ def markdown(document: Mapping[str, Any]) -> str:
     header = document.get("header") or {}
     stats = document.get("statistics") or {}
     out = ["# PLSQLBench results", "", f"`{header_line(header)}`", ""]
+    stopped = interrupted_line(document)
+    if stopped:
+        out += [f"> **INTERRUPTED**: {stopped.removeprefix('INTERRUPTED ')}", ""]
     out += [
         "## Scores by subset",
         "",
@@ -168,17 +152,17 @@ def markdown(document: Mapping[str, Any]) -> str:
     if usage:
         out += ["", f"Generation: {usage}."]
     for dim, rows in all_breakdowns(document):
-        out += ["", f"## By {dim.title[0].lower() + dim.title[1:]}", ""]
+        out += ["", f"## {dim.heading}", ""]
         out += _md_table(
             [dim.title, "Tasks", "Mean Test Pass@1", "Suite Pass@1"],
             [[r["label"], str(r["tasks"]), pct(r["mean_test_pass"]), pct(r["suite_pass"])] for r in rows],
         )
-    tasks = document.get("tasks") or []
+    tasks = in_natural_order(document.get("tasks") or [])
     out += ["", "## Tasks", ""]
     out += _md_table(
-        ["Subset", "Task", "Turns", "Test pass", "Suite pass", "Failure classes"], _task_rows(tasks), "llrrrl"
+        ["Subset", "Task", "Turns", "Test pass", "Suite pass", "Failure classes"], task_rows(tasks), "llrrrl"
     )
-    failing = [(t, _failing_tests(t)) for t in tasks if _failing_tests(t)]
+    failing = [(t, failing_tests(t)) for t in tasks if failing_tests(t)]
     if failing:
         out += ["", "### Failing tests", ""]
         for task, tests in failing:
@@ -204,6 +188,12 @@ table{border-collapse:collapse;margin:.5rem 0}th,td{padding:.25rem .6rem;border-
 th{background:#f6f8fa;text-align:left}td.num{text-align:right;font-variant-numeric:tabular-nums}
 .ci{color:#666;font-size:.85em;white-space:nowrap}.muted{color:#666}code{background:#f6f8fa;padding:0 .2rem}
 details{margin:.2rem 0}pre{background:#f6f8fa;padding:.4rem;white-space:pre-wrap}
+.interrupted{background:#fff3cd;border:1px solid #e0b000;padding:.5rem .8rem}
+table.sortable th{cursor:pointer;user-select:none}th[aria-sort=ascending]::after{content:" \25B4"}
+th[aria-sort=descending]::after{content:" \25BE"}.task-detail{border-bottom:1px solid #eee;padding:.2rem 0}
+.task-detail h4{margin:.6rem 0 .2rem}table.failing-tests td{vertical-align:top;max-width:22rem}
+table.failing-tests pre{margin:0;max-height:16rem;overflow:auto}pre.prompt,pre.answer,pre.raw{max-height:24rem;overflow:auto}
+.controls select{font:inherit}
 """
 
 
@@ -227,6 +217,7 @@ def _html_table(
     return f'<table id="{table_id}"><thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody></table>'
 
 
+#: Failing tests shown in full per task in the HTML drill-down (the results file has them all).
 def html(document: Mapping[str, Any]) -> str:
     """The report as one HTML page with inline CSS and SVG (nothing fetched when viewed)."""
     subsets = document.get("subsets") or {}
@@ -238,6 +229,11 @@ def html(document: Mapping[str, Any]) -> str:
         f"<style>{CSS}</style></head><body>",
         "<h1>PLSQLBench results</h1>",
         f'<p id="run-header"><code>{escape(header_line(header))}</code></p>',
+        *(
+            [f'<p id="interrupted" class="interrupted"><strong>INTERRUPTED</strong> {escape(stopped.removeprefix("INTERRUPTED "))}</p>']
+            if (stopped := interrupted_line(document))
+            else []
+        ),
         "<h2>Scores by subset</h2>",
         (
             f'<p class="muted">Metrics in %, with 95% percentile-bootstrap intervals over tasks '
@@ -276,7 +272,7 @@ def html(document: Mapping[str, Any]) -> str:
     if usage:
         parts.append(f"<p>Generation: {escape(usage)}.</p>")
     for dim, brows in all_breakdowns(document):
-        parts.append(f"<h2>By {escape(dim.title[0].lower() + dim.title[1:])}</h2>")
+        parts.append(f"<h2>{escape(dim.heading)}</h2>")
         parts.append(
             _html_table(
                 f"by-{dim.key}",
@@ -290,35 +286,17 @@ def html(document: Mapping[str, Any]) -> str:
                 ],
             )
         )
-    tasks = document.get("tasks") or []
+    tasks = in_natural_order(document.get("tasks") or [])
     parts.append("<h2>Tasks</h2>")
+    parts.append(task_controls(tasks))
+    parts.append(task_table(tasks))
+    parts.append("<h2>Task details</h2>")
     parts.append(
-        _html_table(
-            "tasks",
-            ["Subset", "Task", "Turns", "Test pass", "Suite pass", "Failure classes"],
-            [('class="task-row"', [escape(c) for c in r]) for r in _task_rows(tasks)],
-            numeric=(2, 3, 4),
-        )
+        '<p class="muted">Open a task to see its prompt, the answer that ran (and the model\'s raw reply where '
+        "it differs), and for each failing test its input, expected and actual output.</p>"
     )
-    failing = [(t, _failing_tests(t)) for t in tasks if _failing_tests(t)]
-    if failing:
-        parts.append("<h2>Failing tests</h2>")
-        for task, tests in failing:
-            items = []
-            for x in tests[:MAX_FAILING_TESTS_SHOWN]:
-                items.append(
-                    f"<li><code>{escape(str(x['test_id']))}</code> (turn {x.get('turn')}, "
-                    f"{escape(str(x.get('failure_class')))})<pre>{escape((x.get('message') or '').strip())}</pre></li>"
-                )
-            more = (
-                f"<li>... and {len(tests) - MAX_FAILING_TESTS_SHOWN} more</li>"
-                if len(tests) > MAX_FAILING_TESTS_SHOWN
-                else ""
-            )
-            parts.append(
-                f"<details><summary>{escape(task['subset'])}/{escape(task['task_id'])}: "
-                f"{len(tests)} failing test(s)</summary><ul>{''.join(items)}{more}</ul></details>"
-            )
+    parts.extend(task_detail(t) for t in tasks)
+    parts.append(f"<script>{SCRIPT}</script>")
     parts.append("</body></html>")
     return "\n".join(parts) + "\n"
 

@@ -27,6 +27,11 @@ from ..settings import Settings
 from .document import answers_digest, build_document, data_revisions, unique_answers
 from .reading import write_document
 
+#: The header's ``interrupted`` while the run is under way: the file written at session start
+#: says so, and only the end of the run replaces it. A controller killed outright (SIGKILL, OOM,
+#: a lost CI runner) runs no code at the end, so its file keeps saying it.
+NOT_FINISHED = "the run did not finish"
+
 if TYPE_CHECKING:
     from ..manifests import Manifest
 
@@ -52,6 +57,41 @@ class ResultsCollector:
         #: ``--plsql-answers FILE``: its digest when the run starts (the workers read it then), so
         #: two parts scored from different files of the same name are told apart.
         self.answers_digest = answers_digest(settings.answers) if settings.answers is not None else None
+        #: Why the run stopped before running everything it collected (None: it ran to the end).
+        self.interrupted: str | None = None
+        #: Items pytest collected to run (after -k/-m deselection); None before collection ends.
+        self.items_collected: int | None = None
+
+    # ----------------------------------------------------------------- run lifecycle
+    @pytest.hookimpl(trylast=True)  # after the model's preflight: a usage error writes nothing
+    def pytest_sessionstart(self, session: pytest.Session) -> None:
+        """Write the results file now, marked unfinished: a run killed before its end leaves a
+        file that says so, never an earlier run's file or none."""
+        if self.settings.results is not None:
+            header = {**self.header(), "interrupted": NOT_FINISHED}
+            write_document(build_document(header, [], self.subset_info([])), self.settings.results)
+
+    def pytest_keyboard_interrupt(self, excinfo: pytest.ExceptionInfo[BaseException]) -> None:
+        # Ctrl-C, an xdist stop (-x/--maxfail under -n, a worker interrupted), or pytest.exit().
+        self.interrupted = interrupt_reason(excinfo.value)
+
+    @pytest.hookimpl(tryfirst=True)  # before junitxml's own sessionfinish writes its file
+    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
+        self.items_collected = getattr(session, "testscollected", None)
+        # -x / --maxfail reached at the last item stops nothing: every collected item has its record.
+        ran_all = bool(self.items_collected) and len(self.records) >= int(self.items_collected or 0)
+        if ran_all and (self.interrupted or "").startswith("stopped early"):  # xdist's stop
+            self.interrupted = None
+        elif self.interrupted is None:
+            stop = session.shouldfail or session.shouldstop
+            if stop and not ran_all:  # -x / --maxfail without xdist
+                self.interrupted = f"stopped early: {stop} (-x/--maxfail)"
+            elif exitstatus == pytest.ExitCode.INTERRUPTED:
+                self.interrupted = "interrupted"
+            elif exitstatus == pytest.ExitCode.INTERNAL_ERROR:
+                self.interrupted = "pytest internal error"
+        if self.records:
+            junit.add_suite_properties(self.config, self.document())
 
     # ----------------------------------------------------------------- hooks
     @pytest.hookimpl(tryfirst=True)  # before junitxml, so the testcase gets our name and properties
@@ -123,6 +163,7 @@ class ResultsCollector:
                     "entry_points": list(info.entry_points),
                     "metadata": dict(info.metadata),
                     "markers": list(info.markers),
+                    "prompts": list(info.prompts),
                     "answers": unique_answers(self.answers.get((subset, task_id), {}).values()),
                     "tests": [r.test_entry() for r in recs],
                 }
@@ -171,8 +212,16 @@ class ResultsCollector:
             **({"answers_digest": self.answers_digest} if s.answers is not None else {}),
             "started": self.started.isoformat(timespec="seconds"),
             "finished": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+            "interrupted": self.interrupted,
+            "items_collected": self.items_collected,
         }
         from ..generation import is_real_model, resolve_model, runtime_info
+        from ..generation.prompts import system_prompt
+
+        try:  # the same for every task of the dialect; each task keeps its own user messages
+            header["system_prompt"] = system_prompt(s.dialect)
+        except ValueError:
+            header["system_prompt"] = None
 
         if s.answers is None and is_real_model(s.model):
             # Which model an alias meant, and whose cost data priced it (litellm's bundled map).
@@ -184,6 +233,18 @@ class ResultsCollector:
         write_document(self.document(), path)
 
 
+
+
+def interrupt_reason(exc: BaseException) -> str:
+    """The header's ``interrupted`` for what ended the run early."""
+    text = str(exc).strip()
+    if type(exc) is KeyboardInterrupt:
+        return "interrupted by the user (Ctrl-C)"
+    if isinstance(exc, KeyboardInterrupt):  # pytest's/xdist's Interrupted: a stop they decided
+        if "keyboard-interrupt" in text:
+            return f"interrupted by the user (Ctrl-C): {text}"
+        return f"stopped early: {text}" + (" (-x/--maxfail)" if "failure" in text else "")
+    return f"stopped: {text}" if text else "stopped"
 
 
 def _first_line(text: str) -> str:
