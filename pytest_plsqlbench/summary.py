@@ -323,10 +323,9 @@ def item_counts(document: Mapping[str, Any]) -> dict[str, Any]:
     ``left_out_classes``: infrastructure, answers not generated where they are excluded), and tests
     of a task sample left out with them (``left_out_passed`` passed there).
     """
-    from . import metrics
-
     # The metrics' own view of a test's class (e.g. a not-generated test excluded by choice).
-    judged_class = getattr(metrics, "judged_class", lambda rec: rec.get("failure_class", PASSED))
+    from .metrics import judged_class
+
     out: dict[str, Any] = dict.fromkeys(
         ("items", "passed", "failed", "skipped", "judged", "judged_passed", "left_out", "left_out_failed", "left_out_passed"),
         0,
