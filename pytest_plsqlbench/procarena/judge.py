@@ -28,6 +28,7 @@ from ..outcomes import TestOutcome
 from ..runner import TaskRun
 from ..settings import Settings
 from ..tasks import Task, UnitTest
+from . import failure_types as ft
 from . import state as st
 
 log = logging.getLogger(__name__)
@@ -244,7 +245,10 @@ class CallSuiteRun(TaskRun):
         turn = self.turns[0]
         if turn.blocked is not None:
             b = turn.blocked
-            return TestOutcome(turn_index, test.id, False, b.failure_class, b.message, error_code=b.error_code)
+            out = TestOutcome(turn_index, test.id, False, b.failure_class, b.message, error_code=b.error_code)
+            if b.failure_class not in outcomes.EXCLUDED:
+                out.extra["failure_type"] = ft.of_error(b.error_code, b.failure_class, b.message)
+            return out
         session = self.backend.session()
         while len(self.results) < k:
             n = len(self.results) + 1
@@ -269,6 +273,11 @@ class CallSuiteRun(TaskRun):
             else:
                 cls, code = outcomes.WRONG_OUTPUT, None
             outcome = TestOutcome(turn_index, test_id, False, cls, message, error_code=code)
+            outcome.extra["failure_type"] = ft.of_call(
+                candidate_error=(cand.error.code, cand.error.failure_class, cand.error.message) if cand.error else None,
+                gold_raised=gold.raised,
+                candidate=self.turns[0].answer.code or "", gold=self.task.turns[0].reference or "",
+            )
             outcome.extra["differing_tables"] = ",".join(st.differing_tables(gold.state, cand.state))
             if self.first_mismatch is None:
                 self.first_mismatch = {"call": n, "raise": raise_problem, "tables": st.differing_tables(gold.state, cand.state)}
