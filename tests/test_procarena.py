@@ -335,3 +335,29 @@ def test_end_to_end_reference_run(tmp_path: Path) -> None:
     doc = json.loads(out.read_text())
     (task,) = doc["tasks"]
     assert task["metadata"]["scenario"] == "a1" and all(t["passed"] for t in task["tests"])
+
+
+def test_validate_cli_checks_the_call_suite(tmp_path: Path) -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest_plsqlbench.cli", "validate", "--subset", "procarena-mini",
+         "--plsql-tasks", str(DATA / "tasks")],
+        cwd=tmp_path, capture_output=True, text=True, timeout=600,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "procarena-mini (postgres): 1 task(s), 6 call(s), 2 raising under gold; 0 problem(s)" in proc.stdout
+
+
+def test_validate_finds_a_call_that_changes_nothing(backend: object, tmp_path: Path) -> None:
+    from pytest_plsqlbench.procarena.validate import check_task
+
+    raw = yaml.safe_load(MINI_TASK.read_text())
+    raw["calls"] = [*raw["calls"], "CALL move_money(1, 2, 10, DATE '2024-02-01');".replace("10", "0")]
+    raw["mutants"] = [{"why": "gold itself", "code": raw["gold"]}]
+    folder = tmp_path / "tasks" / "mini" / "postgres"
+    folder.mkdir(parents=True)
+    (folder / "a1_000.yaml").write_text(yaml.safe_dump(raw))
+    (tmp_path / "tasks" / "mini.yaml").write_text(MINI.read_text())
+    (tmp_path / "fixtures").symlink_to(DATA / "fixtures")
+    (task,) = load(load_manifest(tmp_path / "tasks" / "mini.yaml"), Settings(subsets=("procarena-mini",)))
+    problems = check_task(backend, task)
+    assert any("mutant 'gold itself' passes every call" in p for p in problems)
