@@ -87,6 +87,11 @@ class Access:
     def restore(self) -> None:
         """After a run (gold's or the candidate's): bring the database back to the clean state."""
 
+    def hold(self) -> None:
+        """Keep the task's tables to this worker for the task (a database workers share)."""
+
+    def release(self) -> None: ...
+
 
 class PostgresAccess(Access):
     def prepare(self) -> None:
@@ -117,8 +122,20 @@ class OracleAccess(Access):
         session = self.backend.session()
         return st.ora_snapshot(session.conn, [self.schema, self.backend.candidate])  # type: ignore[attr-defined]
 
+    def hold(self) -> None:
+        import contextlib
+
+        if getattr(self, "_held", None) is None:
+            self._held = contextlib.ExitStack()
+            self._held.enter_context(self.restorer.exclusive(self.backend))
+
+    def release(self) -> None:
+        held, self._held = getattr(self, "_held", None), None
+        if held is not None:
+            held.close()
+
     def restore(self) -> None:
-        self.restorer.restore(self.backend.session())
+        self.restorer.restore()
 
 
 def access_for(backend: Backend, task: Task) -> Access:
@@ -156,6 +173,8 @@ class CallSuiteRun(TaskRun):
     def _start_once(self) -> None:
         self.backend.ensure_fixtures(self.task.fixtures)
         self.access.prepare()
+        self.access.hold()
+        self.access.restore()  # Oracle: whatever an interrupted run left, the task starts clean
         self.gold = self._gold()
         session = self.backend.session()
         session.begin_task()
@@ -171,7 +190,10 @@ class CallSuiteRun(TaskRun):
         try:
             super().finish()
         finally:
-            self.access.restore()
+            try:
+                self.access.restore()
+            finally:
+                self.access.release()
 
     def _gold(self) -> GoldRun:
         cache = _GOLD.setdefault(self.backend, {})
