@@ -36,6 +36,7 @@ BUILTIN_PLUGINS = (
     "pytest_plsqlbench.loaders.mbpp",
     "pytest_plsqlbench.loaders.plsqlbench",
     "pytest_plsqlbench.procarena.loader",
+    "pytest_plsqlbench.procarena.plforge",
     "pytest_plsqlbench.generation.plugin",
     "pytest_plsqlbench.faults",
 )

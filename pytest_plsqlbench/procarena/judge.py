@@ -118,6 +118,16 @@ class OracleAccess(Access):
         self.backend.allow_writes([self.schema])  # type: ignore[attr-defined]
         self.restorer = Restorer.for_backend(self.backend, self.schema)
 
+    def begin(self) -> None:
+        path = self.task.metadata.get("search_path")
+        if path:  # PLForge: unqualified table names resolve to the Spider owner's tables
+            from .oracle_restore import TABLES_SQL, ora_quote
+
+            session = self.backend.session()
+            owner = str(path[0]).upper()
+            for (table,) in self.backend._admin_sql(TABLES_SQL, [owner]):  # type: ignore[attr-defined]
+                session._sql(f"CREATE OR REPLACE SYNONYM {ora_quote(table)} FOR {ora_quote(owner)}.{ora_quote(table)}")  # type: ignore[attr-defined]
+
     def snapshot(self) -> st.State:
         session = self.backend.session()
         return st.ora_snapshot(session.conn, [self.schema, self.backend.candidate])  # type: ignore[attr-defined]
