@@ -1,8 +1,8 @@
 """Benchmark tasks as pytest nodes: subset -> task -> one item per unit test.
 
-Node ids are ``subset/task/test`` (``subset/task/turn-2/test`` for multi-turn tasks, with a
-``sample-k`` level when several answers per task are scored). Everything before the test
-part names the task, which is what the xdist scheduler keeps on one worker.
+Node ids are made and read by :mod:`pytest_plsqlbench.nodeids`. Answers come from one
+:class:`~pytest_plsqlbench.episode.Episode` per task node; tests are decided by the judges of
+:mod:`pytest_plsqlbench.judges`; each item leaves one :class:`~pytest_plsqlbench.records.ItemRecord`.
 
 The task node's ``setup`` gets the task's answers and opens its isolation scope; its
 ``teardown`` rolls it back. pytest calls them around the task's items, so every item of a
@@ -18,12 +18,13 @@ from typing import Any, Iterable, Sequence
 
 import pytest
 
-from . import outcomes
-from .answers import Answer, Exchange
-from .generation.prompts import rollout_exchange
-from .errors import InfrastructureError, PlsqlBenchError
+from . import judges, nodeids, outcomes
+from .answers import Answer
+from .episode import Episode
+from .errors import InfrastructureError, PlsqlBenchError, UsageError
 from .outcomes import TestOutcome
 from .outputs import normalize_lines
+from .records import ItemRecord, TaskFacts, json_value
 from .runner import TaskRun
 from .safety import make_checker
 from .settings import Settings
@@ -36,9 +37,7 @@ HARNESS_KEY = pytest.StashKey["Harness"]()
 MAX_RECORD_LINES = 50
 
 
-def scope_of(nodeid: str) -> str:
-    """The task part of a benchmark node id (xdist keeps a scope on one worker)."""
-    return "/".join(nodeid.split("/")[:2])
+scope_of = nodeids.scope_of
 
 
 def marker_name(text: str) -> str:
@@ -55,6 +54,7 @@ class Harness:
         self._backend_error: str | None = None
         self.env_sent = False
         self.safety = make_checker(settings)
+        self.judges = judges.registry(config)
 
     def backend_for(self):  # noqa: ANN201 - Backend
         if self._backend_error is not None:
@@ -72,24 +72,23 @@ class Harness:
             self.backend = backend
         return self.backend
 
-    def answers(self, task: Task, sample: int) -> list[Answer]:
-        """Ask the generation hook for each turn in order, feeding back the task's own answers."""
-        history: list[Exchange] = []
-        answers: list[Answer] = []
-        for turn in task.turns:
-            if answers and answers[-1].status != "ok":
-                prev = answers[-1]
-                answers.append(Answer(code=None, status=prev.status, error=f"turn {turn.index - 1}: {prev.error}", source=prev.source))
-                continue
+    def episode(self, task: Task, sample: int) -> Episode:
+        """The task's rollout: the generation hook asked for each turn in order."""
+
+        def ask(task: Task, turn: int, history: tuple, sample: int) -> Answer:
             answer = self.config.hook.pytest_plsql_generate(
-                config=self.config, task=task, turn=turn.index, history=tuple(history), sample=sample
+                config=self.config, task=task, turn=turn, history=history, sample=sample
             )
             if answer is None:
                 answer = Answer(code=None, status="error", error=f"no answer source handles model {self.settings.answer_source!r}")
-            answers.append(answer)
-            # Built as the prefetcher builds it, or turn 2's cache key would differ.
-            history.append(rollout_exchange(turn, answer))
-        return answers
+            return answer
+
+        episode = Episode(task, sample)
+        episode.play(ask)
+        return episode
+
+    def answers(self, task: Task, sample: int) -> list[Answer]:
+        return self.episode(task, sample).answers
 
     def close(self) -> None:
         if self.backend is not None:
@@ -134,12 +133,10 @@ class TaskNode(pytest.Collector):
 
     def setup(self) -> None:
         harness: Harness = self.config.stash[HARNESS_KEY]
-        self.answers = harness.answers(self.task, self.sample)
+        episode = harness.episode(self.task, self.sample)
+        self.answers = episode.answers
         backend = harness.backend_for()
-        run_type = TaskRun
-        if self.task.metadata.get("judge") == "procarena":  # the call-suite (state) judge
-            from .procarena.judge import CallSuiteRun as run_type
-        run = run_type(backend, self.task, self.answers, harness.settings, harness.safety)
+        run = TaskRun(backend, self.task, episode, safety=harness.safety, judges=harness.judges)
         run.start()
         self.run = run
 
@@ -206,19 +203,27 @@ def build_items(
         snode = SubsetNode.from_parent(session, name=subset, nodeid=subset, tasks=tasks, manifest_path=manifest_path)
         for task in tasks:
             for sample in range(settings.samples):
-                task_nodeid = f"{subset}/{task.node_name}"
-                if settings.samples > 1:
-                    task_nodeid += f"/sample-{sample + 1}"
+                task_nodeid = nodeids.task_nodeid(subset, task.node_name, sample, settings.samples)
                 tnode = TaskNode.from_parent(snode, name=task.node_name, nodeid=task_nodeid, task=task, sample=sample)
                 snode._children.append(tnode)
                 for turn in task.turns:
                     for test in turn.tests:
-                        name = f"turn-{turn.index}/{test.id}" if task.multi_turn else test.id
+                        name = nodeids.item_name(turn.index, test.id, task.multi_turn)
                         item = PlsqlItem.from_parent(tnode, name=name, nodeid=f"{task_nodeid}/{name}", turn=turn, test=test)
                         _decorate(item, task, turn, settings)
                         tnode._children.append(item)
                         items.append(item)
     return items
+
+
+def check_kinds(task: Task, registry: "judges.JudgeRegistry") -> None:
+    """Every test's kind has a judge in this run (plugins may add kinds), and fits it."""
+    for turn in task.turns:
+        for test in turn.tests:
+            try:
+                registry.check(test)
+            except ValueError as exc:
+                raise UsageError(f"subset {task.subset!r}, task {task.id!r}: {exc}") from None
 
 
 def _decorate(item: PlsqlItem, task: Task, turn: Turn, settings: Settings) -> None:
@@ -248,8 +253,8 @@ def _clip(lines: list[str] | None) -> list[str] | None:
     return [line[:500] for line in lines[:MAX_RECORD_LINES]]
 
 
-def make_record(item: PlsqlItem, phase: str, excinfo: pytest.ExceptionInfo[BaseException] | None) -> dict[str, Any]:
-    """The JSON-able record the controller aggregates (attached to the report)."""
+def make_record(item: PlsqlItem, phase: str, excinfo: pytest.ExceptionInfo[BaseException] | None) -> ItemRecord:
+    """The record the controller aggregates (its ``to_dict()`` is attached to the report)."""
     node = item.task_node
     task = node.task
     outcome = item.outcome if phase == "call" else None
@@ -259,40 +264,40 @@ def make_record(item: PlsqlItem, phase: str, excinfo: pytest.ExceptionInfo[BaseE
         skipped = excinfo is not None and excinfo.errisinstance(pytest.skip.Exception)
         cls = outcomes.SKIPPED if skipped else outcomes.INFRASTRUCTURE
         outcome = TestOutcome(item.turn.index, item.test.id, False, cls, message.strip()[:1000])
-    rec: dict[str, Any] = {
-        "subset": task.subset,
-        "task_id": task.id,
-        "node": task.node_name,
-        "dialect": task.dialect,
-        "n_turns": len(task.turns),
-        "turn": item.turn.index,
-        "test_id": item.test.id,
-        "sample": node.sample,
-        "passed": outcome.passed,
-        "failure_class": outcome.failure_class,
-        "message": outcome.message[:2000],
-        "error_code": outcome.error_code,
-        "expected": _clip(outcome.expected),
-        "actual": _clip(outcome.actual),
-        "duration_s": round(outcome.duration_s, 4),
-        "worker": worker_id(item.config),
-    }
-    if outcome.extra:
+    rec = ItemRecord(
+        subset=task.subset,
+        task_id=task.id,
+        node=task.node_name,
+        dialect=task.dialect,
+        n_turns=len(task.turns),
+        turn=item.turn.index,
+        test_id=item.test.id,
+        sample=node.sample,
+        passed=outcome.passed,
+        failure_class=outcome.failure_class,
+        score=outcome.score,
+        message=outcome.message[:2000],
+        error_code=outcome.error_code,
+        expected=_clip(outcome.expected),
+        actual=_clip(outcome.actual),
+        duration_s=round(outcome.duration_s, 4),
+        worker=worker_id(item.config),
         # e.g. "retried" after an infrastructure error, "safety_warning" under --plsql-safety=warn
-        rec["extra"] = {k: str(v)[:1000] for k, v in outcome.extra.items()}
+        extra={str(k): json_value(v) for k, v in outcome.extra.items()},
+    )
     if not node.reported_task:
         node.reported_task = True
-        rec["task"] = {
-            "metadata": dict(task.metadata),
-            "markers": list(task.markers),
-            "n_tests": task.n_tests,
-            "entry_points": list(task.entry_points),
-        }
+        rec.task = TaskFacts(
+            metadata=dict(task.metadata),
+            markers=list(task.markers),
+            n_tests=task.n_tests,
+            entry_points=list(task.entry_points),
+        )
     turn = item.turn.index
     if turn not in node.reported_turns and len(node.answers) >= turn:
         node.reported_turns.add(turn)
         ans = node.answers[turn - 1]
-        rec["answer"] = {
+        rec.answer = {
             "turn": turn,
             "sample": node.sample,
             "status": ans.status,
@@ -304,5 +309,5 @@ def make_record(item: PlsqlItem, phase: str, excinfo: pytest.ExceptionInfo[BaseE
     harness: Harness = item.config.stash[HARNESS_KEY]
     if not harness.env_sent and harness.backend is not None:
         harness.env_sent = True
-        rec["env"] = {"db_version": harness.backend.version, "worker": worker_id(item.config)}
+        rec.env = {"db_version": harness.backend.version, "worker": worker_id(item.config)}
     return rec

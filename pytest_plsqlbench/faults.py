@@ -25,6 +25,7 @@ from typing import Any
 
 import pytest
 
+from .nodeids import is_benchmark
 from .state import is_active
 
 log = logging.getLogger(__name__)
@@ -34,9 +35,8 @@ MAX_CRASHES = 2
 RERUN = "rerun"
 
 
-def is_benchmark_nodeid(nodeid: str) -> bool:
-    """``subset/task[/...]/test`` (benchmark items have no ``::`` and at least two slashes)."""
-    return "::" not in nodeid and nodeid.count("/") >= 2
+#: Kept for callers of the old name.
+is_benchmark_nodeid = is_benchmark
 
 
 class CrashRetry:

@@ -1,4 +1,4 @@
-"""Hook specifications: where users plug in subsets, databases, models and reports.
+"""Hook specifications: where users plug in subsets, databases, models, judges, metrics and reports.
 
 Our own implementations are ``trylast`` hookimpls, so a ``conftest.py`` or plugin that
 implements the same hook wins without monkeypatching.
@@ -13,6 +13,8 @@ import pytest
 if TYPE_CHECKING:
     from .answers import Answer, Exchange
     from .dialects.base import Backend
+    from .families import MetricFamily
+    from .judges import Judge
     from .manifests import Manifest
     from .settings import Settings
     from .tasks import Task
@@ -49,3 +51,13 @@ def pytest_plsql_prefetch(config: pytest.Config, tasks: "Sequence[Task]") -> Non
 @pytest.hookspec
 def pytest_plsql_results(config: pytest.Config, results: "dict[str, Any]") -> None:
     """Called on the controller with the final results document, before it is written."""
+
+
+@pytest.hookspec
+def pytest_plsql_judges(config: pytest.Config) -> "Sequence[Judge]":
+    """Return judges for unit-test kinds (a judge for a built-in kind replaces ours)."""
+
+
+@pytest.hookspec
+def pytest_plsql_metric_families() -> "Sequence[MetricFamily]":
+    """Return metric families that subset manifests can name (``metrics: NAME``)."""

@@ -12,6 +12,7 @@ A manifest looks like::
       sha256: ...                # checked after download (null: recorded on first download)
       file: MbppPlus.jsonl       # file inside the download (archives) or the local directory
     options: {...}               # loader-specific
+    metrics: plsqlbench          # optional: the metric family scoring it (see families.py)
     paper:                       # optional: how the subset maps onto the paper / leaderboard
       leaderboard: mbpp_plus     # key in plsqlbench.github.io data/leaderboard.json `scores`
       split: test                # dev | test (for the site's overall means)
@@ -54,6 +55,8 @@ class Manifest:
     source: Source | None = None
     options: Mapping[str, Any] = field(default_factory=dict)
     paper: Mapping[str, Any] = field(default_factory=dict)
+    #: The metric family that scores the subset (``metrics:``; checked when a run starts).
+    metrics: str = "plsqlbench"
 
     @property
     def directory(self) -> Path:
@@ -103,6 +106,9 @@ def load_manifest(path: Path) -> Manifest:
     paper = data.get("paper") or {}
     if not isinstance(paper, dict):
         raise _fail(path, "'paper' must be a mapping")
+    metrics = data.get("metrics", "plsqlbench")
+    if not isinstance(metrics, str) or not metrics.strip():
+        raise _fail(path, "'metrics' must name a metric family (e.g. plsqlbench)")
     return Manifest(
         name=data["name"].strip(),
         loader=data["loader"].strip(),
@@ -112,6 +118,7 @@ def load_manifest(path: Path) -> Manifest:
         source=source,
         options=options,
         paper=paper,
+        metrics=metrics.strip(),
     )
 
 

@@ -60,7 +60,15 @@ class TestOutcome:
     actual: list[str] | None = None
     error_code: str | None = None
     duration_s: float = 0.0
+    #: Typed facts for the record: numbers stay numbers (speed ratios, counters), text is text.
     extra: dict[str, Any] = field(default_factory=dict)
+    #: The test's score: 1.0 / 0.0 from ``passed`` unless a graded judge sets another number
+    #: (ProcArena B2: an acceleration ratio). Metrics of the PLSQLBench family use ``passed``.
+    score: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.score is None:
+            self.score = 1.0 if self.passed else 0.0
 
     def to_record(self) -> dict[str, Any]:
         return asdict(self)

@@ -15,7 +15,8 @@ from typing import Any, Generator
 import pytest
 
 from . import hooks
-from .collect import HARNESS_KEY, Harness, PlsqlItem, build_items, make_record, scope_of
+from . import families, judges
+from .collect import HARNESS_KEY, Harness, PlsqlItem, build_items, check_kinds, make_record, scope_of
 from .errors import PlsqlBenchError, UsageError
 from .manifests import Manifest, discover, run_dialect
 from .results import ResultsCollector
@@ -27,6 +28,8 @@ from .tasks import Task
 log = logging.getLogger(__name__)
 
 TASKS_KEY = pytest.StashKey[dict[str, tuple[Path | None, list[Task]]]]()
+#: Every manifest the run can see, read once (``--plsql-tasks`` folders included).
+MANIFESTS_KEY = pytest.StashKey[dict[str, Manifest]]()
 RESULTS_KEY = pytest.StashKey[ResultsCollector]()
 
 #: Built-in plugins: each implements some of our hookspecs with ``trylast`` impls.
@@ -54,13 +57,25 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     add_options(parser)
 
 
+def _known_manifests(config: pytest.Config, settings: Settings) -> dict[str, Manifest]:
+    """The manifests, discovered once per run and kept in the stash."""
+    known = config.stash.get(MANIFESTS_KEY, None)
+    if known is None:
+        try:
+            known = discover(settings.task_dirs)
+        except UsageError as exc:
+            raise pytest.UsageError(str(exc)) from None
+        config.stash[MANIFESTS_KEY] = known
+    return known
+
+
 def _settings(config: pytest.Config) -> Settings:
     """The run's settings. Without a dialect named, subsets that exist only for Oracle
     (Spider2-ST/MT) run in Oracle rather than failing on the postgres default."""
     try:
         settings = Settings.from_config(config)
         if settings.subsets and not dialect_given(config):
-            known = discover(settings.task_dirs)
+            known = _known_manifests(config, settings)
             dialect = run_dialect([known[s] for s in settings.subsets if s in known], settings.dialect)
             if dialect != settings.dialect:
                 settings = Settings.from_config(config, dialect=dialect)
@@ -70,31 +85,37 @@ def _settings(config: pytest.Config) -> Settings:
 
 
 def _manifests(config: pytest.Config, settings: Settings) -> list[Manifest]:
-    try:
-        known = discover(settings.task_dirs)
-    except UsageError as exc:
-        raise pytest.UsageError(str(exc)) from None
+    known = _known_manifests(config, settings)
     unknown = [s for s in settings.subsets if s not in known]
     if unknown:
         raise pytest.UsageError(
             f"unknown subset(s) {', '.join(unknown)}; known subsets: {', '.join(sorted(known))}"
         )
     chosen = [known[s] for s in settings.subsets]
+    families.register_from_config(config)
     for manifest in chosen:
         if settings.dialect not in manifest.dialects:
             raise pytest.UsageError(
                 f"subset {manifest.name!r} exists only for {', '.join(manifest.dialects)}, "
                 f"not for --plsql-dialect={settings.dialect}"
             )
+        try:
+            families.get(manifest.metrics)
+        except UsageError as exc:
+            raise pytest.UsageError(f"{manifest.path}: {exc}") from None
     return chosen
 
 
 def load_tasks(config: pytest.Config, settings: Settings) -> dict[str, tuple[Path | None, list[Task]]]:
     """Every selected subset's tasks in the run's dialect, sharded if asked."""
     out: dict[str, tuple[Path | None, list[Task]]] = {}
+    registry = judges.registry(config)
     for manifest in _manifests(config, settings):
         try:
             tasks = config.hook.pytest_plsql_load_subset(config=config, manifest=manifest, settings=settings)
+            if tasks is not None:
+                for task in tasks:
+                    check_kinds(task, registry)
         except PlsqlBenchError as exc:
             raise pytest.UsageError(str(exc)) from None
         if tasks is None:
@@ -170,7 +191,7 @@ def pytest_configure(config: pytest.Config) -> None:
                     config.addinivalue_line("markers", f"{mark}: benchmark task marker")
                     known.add(mark)
     if getattr(config, "workerinput", None) is None:
-        collector = ResultsCollector(config, settings)
+        collector = ResultsCollector(config, settings, _known_manifests(config, settings))
         config.stash[RESULTS_KEY] = collector
         config.pluginmanager.register(collector, "plsqlbench-results")
     config.stash[HARNESS_KEY] = Harness(config, settings)
@@ -235,8 +256,8 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, Any, Any]:
     report = yield
     if isinstance(item, PlsqlItem) and call.when in ("setup", "call") and not (call.when == "setup" and report.passed):
-        rec = make_record(item, call.when, call.excinfo)
-        report.plsql = rec
+        record = make_record(item, call.when, call.excinfo)
+        rec = report.plsql = record.to_dict()
         # JUnit XML reads properties from the item (its teardown report), not this report.
         item.user_properties[:] = [p for p in item.user_properties if p[0] != "failure_class"]
         item.user_properties.append(("failure_class", rec["failure_class"]))

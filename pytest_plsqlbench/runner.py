@@ -3,11 +3,11 @@
 The protocol (PLSQLBench App. C and §3.4):
 
 1. load the task's fixtures (once per worker);
-2. for tests judged against the reference (Spider2), run the reference answers turn by turn
-   in a clean state and capture each test's output;
+2. let each judge compute what its tests expect before the candidate runs (the reference
+   answers' output for Spider2, the gold SQL's rows for Spider; see :mod:`.judges`);
 3. in a fresh state, install the candidate's answer for each turn in order (rollout: later
-   turns see what earlier turns left) and run each unit test of the turn in its own
-   savepoint;
+   turns see what earlier turns left) and run each unit test of the turn through its judge,
+   in its own savepoint (or, for cumulative judges, in the task's scope, in order);
 4. roll everything back.
 
 An answer that fails to install fails every test of its turn with the install error's
@@ -25,9 +25,11 @@ from typing import Callable, Iterator, Protocol, Sequence
 
 from . import outcomes
 from .answers import Answer
-from .comparators import compare_output, compare_rows
-from .dialects.base import Backend, DbError, Execution
+from .dialects.base import Backend
+from .episode import Episode
 from .errors import InfrastructureError
+from .judges import DEFAULT as DEFAULT_JUDGES
+from .judges import JudgeContext, JudgeRegistry
 from .outcomes import TestOutcome
 from .settings import Settings
 from .tasks import Task, UnitTest
@@ -45,22 +47,6 @@ class SafetyCheck(Protocol):
     mode: str
 
     def __call__(self, task: Task, turn: int, code: str, earlier: Sequence[str] = ()) -> str | None: ...
-
-
-def _as_answer(answer: "Answer | str | None") -> Answer:
-    if isinstance(answer, Answer):
-        return answer
-    if answer is None:
-        return Answer.missing("no answer given")
-    return Answer(code=answer, source="given")
-
-
-def _capture(execution: Execution) -> list[str]:
-    """Output plus an error marker, so reference and candidate errors compare too."""
-    lines = list(execution.lines)
-    if execution.error is not None:
-        lines.append(f"<error {execution.error.code or execution.error.failure_class}>")
-    return lines
 
 
 @dataclass
@@ -95,22 +81,37 @@ class TaskRun:
         self,
         backend: Backend,
         task: Task,
-        answers: Sequence["Answer | str | None"],
-        settings: Settings,
+        answers: "Episode | Sequence[Answer | str | None]",
+        *,
         safety: SafetyCheck | None = None,
+        judges: JudgeRegistry | None = None,
     ) -> None:
-        if len(answers) != len(task.turns):
-            raise ValueError(f"task {task.id}: {len(answers)} answers for {len(task.turns)} turns")
+        episode = answers if isinstance(answers, Episode) else Episode.of(task, answers)
+        if not episode.done:
+            raise ValueError(f"task {task.id}: {len(episode.answers)} answers for {len(task.turns)} turns")
         self.backend = backend
         self.task = task
-        self.settings = settings
+        self.episode = episode
         self.safety = safety
-        self.turns = [TurnState(_as_answer(a)) for a in answers]
-        self.expected: dict[tuple[int, str], list[str]] = {}
-        self.reference_error: str | None = None
+        self.judges = judges if judges is not None else DEFAULT_JUDGES
+        for turn in task.turns:
+            for test in turn.tests:
+                self.judges.check(test)
+        self.turns = [TurnState(a) for a in episode.answers]
+        self.ctx = JudgeContext(backend, task)
         self.installed_upto = 0
         self._epoch = 0
+        #: Tests of cumulative judges already run in this scope, in order (replayed if it restarts).
+        self._cumulative: list[tuple[int, UnitTest]] = []
         self.started = False
+
+    @property
+    def expected(self) -> dict[tuple[int, str], object]:
+        return self.ctx.expected
+
+    @property
+    def reference_error(self) -> str | None:
+        return self.ctx.reference_error
 
     # ----------------------------------------------------------------- lifecycle
     def start(self) -> None:
@@ -120,14 +121,23 @@ class TaskRun:
 
     def _start_once(self) -> None:
         self.backend.ensure_fixtures(self.task.fixtures)
-        if any(t.kind == "reference" for turn in self.task.turns for t in turn.tests):
-            self._capture_reference()
-        if any(t.kind == "rows" and t.expected is None for turn in self.task.turns for t in turn.tests):
-            self._capture_gold()
+        self._prepare()
         session = self.backend.session()
         session.begin_task()
         self.installed_upto = 0
+        self._cumulative = []
         self._epoch = session.scope_epoch
+
+    def _prepare(self) -> None:
+        """Each judge computes its tests' expectations once, before the candidate runs."""
+        by_kind: dict[str, list] = {}
+        for turn in self.task.turns:
+            for test in turn.tests:
+                by_kind.setdefault(test.kind, []).append((turn, test))
+        # Reference capture before gold rows, as before judges were pluggable.
+        order = sorted(by_kind, key=lambda k: (k != "reference", k != "rows"))
+        for kind in order:
+            self.judges[kind].prepare(self.ctx, by_kind[kind])
 
     def finish(self) -> None:
         if not self.started:
@@ -138,6 +148,9 @@ class TaskRun:
         except InfrastructureError as exc:
             log.warning("task %s: cleanup failed (%s); recovering the database", self.task.id, exc)
             self.backend.recover()
+        finally:
+            for kind in dict.fromkeys(test.kind for turn in self.task.turns for test in turn.tests):
+                self.judges[kind].finish(self.ctx)
 
     def _with_recovery(self, action: Callable[[], object]) -> object:
         try:
@@ -149,49 +162,6 @@ class TaskRun:
                 return action()
             except InfrastructureError as second:
                 raise InfrastructureError(f"{second} (after one retry on a recovered database)") from second
-
-    # ----------------------------------------------------------------- reference capture
-    def _capture_reference(self) -> None:
-        session = self.backend.session()
-        session.begin_task()
-        try:
-            for turn in self.task.turns:
-                if turn.reference is None:
-                    self.reference_error = f"turn {turn.index} has no reference answer"
-                    return
-                install = session.run(turn.reference, isolated=False, phase="reference") \
-                    if self.task.answer_mode == "install" else Execution()
-                if not install.ok:
-                    assert install.error is not None
-                    self.reference_error = f"reference answer of turn {turn.index} failed: {install.error.short()}"
-                    return
-                for test in turn.tests:
-                    if test.kind != "reference":
-                        continue
-                    script = test.script if test.script is not None else turn.reference
-                    self.expected[(turn.index, test.id)] = _capture(
-                        session.run(script, isolated=True, phase="reference")
-                    )
-        finally:
-            session.end_task()
-
-    def _capture_gold(self) -> None:
-        """Expected rows of ``rows`` tests: the gold SQL's result in this database."""
-        session = self.backend.session()
-        session.begin_task()
-        try:
-            for turn in self.task.turns:
-                for test in turn.tests:
-                    if test.kind != "rows" or test.expected is not None:
-                        continue
-                    gold = session.run(str(test.options["gold_sql"]), isolated=True, phase="reference")
-                    if not gold.ok:
-                        assert gold.error is not None
-                        self.reference_error = f"gold SQL of {test.id} failed: {gold.error.short()}"
-                        continue
-                    self.expected[(turn.index, test.id)] = list(gold.lines)
-        finally:
-            session.end_task()
 
     # ----------------------------------------------------------------- candidate rollout
     def ensure_turn(self, index: int) -> None:
@@ -277,6 +247,16 @@ class TaskRun:
         for state in self.turns:
             state.blocked, state.notes, state.warning = None, [], None
         self.ensure_turn(turn_index)
+        self._replay_cumulative()
+
+    def _replay_cumulative(self) -> None:
+        """A restarted scope lost what cumulative tests did: run them again, in order."""
+        done, self._cumulative = self._cumulative, []
+        for turn_index, test in done:
+            self.ensure_turn(turn_index)
+            if self.turns[turn_index - 1].blocked is None:
+                self.judges[test.kind].execute(self.ctx, turn_index, test, self.turns[turn_index - 1].answer.code or "")
+            self._cumulative.append((turn_index, test))
 
     def _reinstall(self) -> None:
         """The session started its scope over (its connection died under an answer or a test):
@@ -289,58 +269,31 @@ class TaskRun:
         for index, state in enumerate(self.turns[: self.installed_upto], 1):
             if state.blocked is None and state.answer.code:
                 self._run_install(state, index, state.answer.code, "the answer failed to install again after its session was lost")
+        self._replay_cumulative()
         self._epoch = session.scope_epoch
 
     def _run_test_once(self, turn_index: int, test: UnitTest) -> TestOutcome:
         if self.backend.session().scope_epoch != self._epoch:
             self._reinstall()
-        # A test whose expected output could not be captured judges nothing, whatever the answer
+        judge = self.judges[test.kind]
+        # A test whose expectation could not be computed judges nothing, whatever the answer
         # (PLSQLBench E.2 leaves reference errors out): check it before the answer's own state.
-        needs_capture = test.kind == "reference" or (test.kind == "rows" and test.expected is None)
-        if needs_capture and (turn_index, test.id) not in self.expected:
-            why = self.reference_error or "no reference output captured"
+        if judge.needs_expectation(test) and (turn_index, test.id) not in self.ctx.expected:
+            why = self.ctx.reference_error or "no reference output captured"
             return TestOutcome(turn_index, test.id, False, outcomes.INFRASTRUCTURE, why)
         self.ensure_turn(turn_index)
         state = self.turns[turn_index - 1]
         if state.blocked is not None:
             b = state.blocked
             return TestOutcome(turn_index, test.id, False, b.failure_class, b.message, error_code=b.error_code)
-        script = test.script if test.script is not None else (state.answer.code or "")
-        execution = self.backend.session().run(script, isolated=True, phase="test")
-        outcome = self._judge(turn_index, test, execution)
+        execution = judge.execute(self.ctx, turn_index, test, state.answer.code or "")
+        if judge.mode == "cumulative":
+            self._cumulative.append((turn_index, test))
+        outcome = judge.judge(self.ctx, turn_index, test, execution)
         notes = [*state.notes, *execution.notes]
         if notes:
             outcome.extra["notes"] = "; ".join(notes)
         return outcome
-
-    def _judge(self, turn_index: int, test: UnitTest, execution: Execution) -> TestOutcome:
-        actual = _capture(execution) if test.kind == "reference" else list(execution.lines)
-        err: DbError | None = execution.error
-        if test.kind == "reference":
-            expected = self.expected.get((turn_index, test.id))
-            if expected is None:
-                return TestOutcome(turn_index, test.id, False, outcomes.INFRASTRUCTURE, "no reference output captured")
-            ok, why = compare_output(expected, actual)
-            if ok:
-                return TestOutcome(turn_index, test.id, True, expected=expected, actual=actual)
-            cls = err.failure_class if err is not None else outcomes.WRONG_OUTPUT
-            msg = (f"{err.short()}\n" if err is not None else "") + why
-            return TestOutcome(turn_index, test.id, False, cls, msg, expected, actual, err.code if err else None)
-        if err is not None:
-            return TestOutcome(
-                turn_index, test.id, False, err.failure_class, err.short(),
-                list(test.expected) if test.expected is not None else None, actual, err.code,
-            )
-        if test.kind == "assert":
-            return TestOutcome(turn_index, test.id, True)
-        expected = list(test.expected) if test.expected is not None else self.expected[(turn_index, test.id)]
-        if test.kind == "rows":
-            ok, why = compare_rows(expected, actual, test.options)
-        else:
-            ok, why = compare_output(expected, actual)
-        if ok:
-            return TestOutcome(turn_index, test.id, True, expected=expected, actual=actual)
-        return TestOutcome(turn_index, test.id, False, outcomes.WRONG_OUTPUT, why, expected, actual)
 
 
 # --------------------------------------------------------------------------- conveniences
@@ -374,10 +327,11 @@ def evaluate_task(
     answers: Sequence["Answer | str | None"],
     settings: Settings | None = None,
     safety: SafetyCheck | None = None,
+    judges: JudgeRegistry | None = None,
 ) -> TaskReport:
-    """Run every unit test of ``task`` with the given per-turn answers."""
-    settings = settings or getattr(backend, "settings", None) or Settings(subsets=())
-    run = TaskRun(backend, task, answers, settings, safety)
+    """Run every unit test of ``task`` with the given per-turn answers (``settings`` is unused,
+    kept for callers that pass it)."""
+    run = TaskRun(backend, task, answers, safety=safety, judges=judges)
     report = TaskReport(task)
     run.start()
     try:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from xdist.scheduler import LoadScopeScheduling
 
-from .collect import scope_of
+from .nodeids import scope_of
 
 
 class TaskScheduling(LoadScopeScheduling):

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from . import families
 from .outcomes import EXCLUDED, FAILURE_CLASSES, LABELS
 
 METRIC_LABELS = {
@@ -78,14 +79,20 @@ def render_table(titles: Sequence[str], rows: Sequence[Sequence[str]]) -> list[s
     return [fmt(titles), fmt(["-" * w for w in widths]), *(fmt(r) for r in rows)]
 
 
-def table_lines(subsets: Mapping[str, Mapping[str, Any]], cis: bool = True) -> list[str]:
-    """One row per subset: Table 2's Mean Test Pass@1 plus the strict metrics of Tables 9 and 10.
+def table_lines(
+    subsets: Mapping[str, Mapping[str, Any]],
+    cis: bool = True,
+    columns: "Sequence[families.Column] | None" = None,
+) -> list[str]:
+    """One row per subset: Table 2's Mean Test Pass@1 plus the strict metrics of Tables 9 and 10
+    (or the ``columns`` of another metric family).
 
     With ``cis`` each subset row is followed by a ``95% CI`` row (bootstrap over tasks), which
     keeps the table as narrow as its titles.
     """
+    columns = tuple(columns if columns is not None else families.PlsqlBenchFamily.columns)
     show_samples = any((m.get("samples") or 1) > 1 for m in subsets.values())
-    titles = ["Subset", "Tasks", "Tests", *(["Samples"] if show_samples else []), *METRIC_LABELS.values()]
+    titles = ["Subset", "Tasks", "Tests", *(["Samples"] if show_samples else []), *(c.label for c in columns)]
     lead = 4 if show_samples else 3
     rows = []
     for name, m in subsets.items():
@@ -95,7 +102,7 @@ def table_lines(subsets: Mapping[str, Mapping[str, Any]], cis: bool = True) -> l
                 str(m.get("tasks", 0)),
                 str(m.get("tests", 0)),
                 *([str(m.get("samples") or 1)] if show_samples else []),
-                *(pct(m.get(key)) for key in METRIC_LABELS),
+                *(cell(m.get(c.key), c.unit) for c in columns),
             ]
         )
         ci = m.get("ci") or {}
@@ -104,10 +111,39 @@ def table_lines(subsets: Mapping[str, Mapping[str, Any]], cis: bool = True) -> l
                 [
                     "  95% CI",
                     *([""] * (lead - 1)),
-                    *(f"[{pct(ci[k][0])}, {pct(ci[k][1])}]" if ci.get(k) else "" for k in METRIC_LABELS),
+                    *(
+                        f"[{cell(ci[c.key][0], c.unit)}, {cell(ci[c.key][1], c.unit)}]" if ci.get(c.key) else ""
+                        for c in columns
+                    ),
                 ]
             )
     return render_table(titles, rows)
+
+
+def cell(value: Any, unit: str) -> str:
+    """One figure as a family's column shows it."""
+    if value is None:
+        return "-"
+    if unit == "ratio":
+        return f"{value:.2f}x"
+    if unit == "count":
+        return str(value)
+    return pct(value)
+
+
+def family_table_lines(
+    family: "families.MetricFamily", subsets: Mapping[str, Mapping[str, Any]], cis: bool = True
+) -> list[str]:
+    """A family's table from its declared columns."""
+    return table_lines(subsets, cis, family.columns)
+
+
+def metric_tables(subsets: Mapping[str, Mapping[str, Any]], verbose: int = 0) -> list[str]:
+    """One table per metric family of the run's subsets (PLSQLBench's Table 2 for its own)."""
+    lines: list[str] = []
+    for name, members in families.group_by_family(subsets).items():
+        lines.extend(families.lookup(name).summary_lines(members, verbose))
+    return lines
 
 
 def failure_table_lines(subsets: Mapping[str, Mapping[str, Any]]) -> list[str]:
@@ -269,12 +305,7 @@ def summary_lines(document: Mapping[str, Any], verbose: int = 0) -> list[str]:
     stats = document.get("statistics") or {}
     quiet = verbose < 0
     lines = [] if quiet else [header_line(header)]
-    lines.extend(table_lines(subsets, cis=not quiet))
-    for name, m in subsets.items():  # ProcArena: EX per subscenario and dialect (Table 6)
-        if m.get("procarena"):
-            from .procarena.metrics import summary_lines as procarena_lines
-
-            lines.extend(procarena_lines(name, m["procarena"]))
+    lines.extend(metric_tables(subsets, verbose))
     note = "metrics in %; Mean Test Pass@1 gives partial credit per task (PLSQLBench App. C)"
     if not quiet and any(m.get("ci") for m in subsets.values()):
         note += (

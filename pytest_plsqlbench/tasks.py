@@ -15,7 +15,7 @@ from typing import Any, Literal, Mapping
 DIALECTS = ("postgres", "oracle")
 Dialect = Literal["postgres", "oracle"]
 
-#: How a unit test decides pass/fail.
+#: How a unit test is decided: the name of a judge (:mod:`pytest_plsqlbench.judges`). Built in:
 #: ``assert``    -- the script runs without raising (MBPP assertion blocks).
 #: ``output``    -- captured output lines equal ``expected``.
 #: ``rows``      -- captured output lines equal the gold result rows, up to a bounded set of
@@ -24,7 +24,10 @@ Dialect = Literal["postgres", "oracle"]
 #: ``reference`` -- captured output equals the output the reference answer produced for the
 #:                  same script in a clean state (Spider2-ST/MT); ``expected`` is filled in at
 #:                  run time.
-TestKind = Literal["assert", "output", "rows", "reference"]
+#: Plugins add kinds with the ``pytest_plsql_judges`` hook; a kind no judge knows is refused
+#: when the run collects its items.
+TestKind = str
+#: The built-in kinds.
 TEST_KINDS = ("assert", "output", "rows", "reference")
 
 #: ``install`` -- the answer creates program units once per turn; tests call them.
@@ -67,12 +70,12 @@ class UnitTest:
     options: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        if self.kind not in TEST_KINDS:
-            raise ValueError(f"unit test {self.id!r}: unknown kind {self.kind!r}")
-        if self.kind == "output" and self.expected is None:
-            raise ValueError(f"unit test {self.id!r}: kind 'output' needs 'expected'")
-        if self.kind == "rows" and self.expected is None and not self.options.get("gold_sql"):
-            raise ValueError(f"unit test {self.id!r}: kind 'rows' needs 'expected' or options.gold_sql")
+        if not isinstance(self.kind, str) or not self.kind.strip():
+            raise ValueError(f"unit test {self.id!r}: kind must be a non-empty name, not {self.kind!r}")
+        from .judges import DEFAULT  # noqa: PLC0415 - judges import this module
+
+        if self.kind in DEFAULT:  # other kinds are checked against the run's judges at collection
+            DEFAULT[self.kind].validate(self)
         if self.expected is not None and not isinstance(self.expected, tuple):
             object.__setattr__(self, "expected", tuple(self.expected))
 

@@ -70,8 +70,7 @@ def test_transaction_control_in_answers_is_neutralised(backend: PostgresBackend)
 
 def test_failed_install_undoes_its_partial_effects(backend: PostgresBackend) -> None:
     task = one_test_task("SELECT 1;", ("1",))
-    run = TaskRun(backend, task, ["CREATE FUNCTION half() RETURNS int LANGUAGE sql AS 'SELECT 1'; CREATE FUNCTION broken( AS;"],
-                  backend.settings)
+    run = TaskRun(backend, task, ["CREATE FUNCTION half() RETURNS int LANGUAGE sql AS 'SELECT 1'; CREATE FUNCTION broken( AS;"])
     run.start()
     try:
         outcome = run.run_test(1, task.turns[0].tests[0])
@@ -116,7 +115,7 @@ def test_fixture_is_loaded_once_and_read_only(backend: PostgresBackend) -> None:
 
 def test_lost_connection_is_retried_once_on_a_fresh_one(backend: PostgresBackend) -> None:
     task = one_test_task("SELECT answer();", ("7",))
-    run = TaskRun(backend, task, ["CREATE FUNCTION answer() RETURNS int LANGUAGE sql AS 'SELECT 7';"], backend.settings)
+    run = TaskRun(backend, task, ["CREATE FUNCTION answer() RETURNS int LANGUAGE sql AS 'SELECT 7';"])
     run.start()
     try:
         backend.terminate(backend.session().backend_pid)

@@ -261,7 +261,11 @@ def test_contract_and_schema_failures(backend: object) -> None:
     assert got[0].extra["failure_type"] == ft.SCHEMA
     broken = "CREATE OR REPLACE PROCEDURE move_money( LANGUAGE"
     got = evaluate(backend, task, broken)  # type: ignore[arg-type]
-    assert got[0].failure_class == outcomes.INVALID_ARTIFACT and got[0].extra["failure_type"] == ft.CONTRACT
+    assert got[0].failure_class == outcomes.INVALID_ARTIFACT
+    # the runner fails the calls of an answer that did not install; the family types them by the error
+    entry = {"tests": [{"test_id": o.test_id, "passed": o.passed, "failure_class": o.failure_class,
+                        "error_code": o.error_code, "message": o.message, "extra": o.extra} for o in got]}
+    assert pm.task_outcome(entry) == {"ex": False, "test_pass": 0.0, "failure_type": ft.CONTRACT}
 
 
 HOSTILE = [

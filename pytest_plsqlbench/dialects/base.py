@@ -11,7 +11,7 @@ from __future__ import annotations
 import abc
 import threading
 from dataclasses import dataclass, field
-from typing import Literal, Sequence
+from typing import Any, Literal, Sequence
 
 from ..tasks import Fixture
 
@@ -122,6 +122,14 @@ class Backend(abc.ABC):
     @abc.abstractmethod
     def version(self) -> str:
         """Server version for the report header (e.g. ``PostgreSQL 18.6``)."""
+
+    @property
+    def judge_cache(self) -> dict[str, Any]:
+        """A memo judges share across the tasks this worker runs (e.g. gold procedure states)."""
+        cache = self.__dict__.get("_judge_cache")
+        if cache is None:
+            cache = self.__dict__["_judge_cache"] = {}
+        return cache
 
     def ensure_fixtures(self, fixtures: Sequence[Fixture]) -> None:
         """Load each fixture once for this worker (in order); raise InfrastructureError on failure."""

@@ -23,9 +23,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ..answers import Answer
+from ..episode import Episode
 from ..tasks import Task
 from .progress import ProgressWriter, classify
-from .prompts import rollout_exchange
 from .service import AnswerService
 
 log = logging.getLogger(__name__)
@@ -133,19 +133,24 @@ class Prefetcher:
                         self.progress.flush()
 
     def _run(self, job: Job) -> bool:
-        """Generate one conversation; False if a key was busy elsewhere and we did not wait."""
-        task = job.task
-        answers: list[Answer] = []
-        for turn in task.turns:
+        """Generate one conversation; False if a key was busy elsewhere and we did not wait.
+
+        The rollout is the :class:`~pytest_plsqlbench.episode.Episode` the task node plays, so
+        every turn is asked with the history (and cache key) the tests will ask it with.
+        """
+        stopped = False
+
+        def ask(task: Task, turn: int, history: tuple, sample: int) -> Answer | None:
+            nonlocal stopped
             if self._stop.is_set():
-                return True
-            history = tuple(rollout_exchange(t, a) for t, a in zip(task.turns, answers))
-            answer = self.service.obtain(task, turn.index, history, job.sample, blocking=job.own and job.deferred)
-            if answer is None:
-                return False
-            answers.append(answer)
-            if answer.status != "ok":
-                break  # a later turn needs this one's answer
+                stopped = True
+                return None
+            return self.service.obtain(task, turn, history, sample, blocking=job.own and job.deferred)
+
+        episode = Episode(job.task, job.sample)
+        # A turn without a usable answer ends the rollout: a later turn needs it.
+        if not episode.play(ask, carry_failures=False):
+            return stopped
         if job.own and self.progress is not None:
-            self.progress.record(classify(answers))
+            self.progress.record(classify(episode.answers))
         return True

@@ -23,10 +23,8 @@ from typing import Any, Sequence
 from .. import outcomes
 from ..answers import Answer
 from ..dialects.base import Backend, DbError, Execution
-from ..errors import InfrastructureError
+from ..judges import Judge, JudgeContext
 from ..outcomes import TestOutcome
-from ..runner import TaskRun
-from ..settings import Settings
 from ..tasks import Task, UnitTest
 from . import failure_types as ft
 from . import state as st
@@ -34,6 +32,8 @@ from . import state as st
 log = logging.getLogger(__name__)
 
 SCRATCH_PG = "answers"
+#: The unit-test kind of every call (``call-1`` ... ``call-N``).
+KIND = "procarena-state"  # = loader.KIND
 
 
 @dataclass
@@ -55,10 +55,6 @@ class GoldRun:
     clean: st.State
     calls: list[CallResult] = field(default_factory=list)
     error: str | None = None
-
-
-#: Gold's results per backend (one per worker), keyed by task and content.
-_GOLD: "weakref.WeakKeyDictionary[Backend, dict[str, GoldRun]]" = weakref.WeakKeyDictionary()
 
 
 def _gold_key(task: Task) -> str:
@@ -86,6 +82,15 @@ class Access:
 
     def restore(self) -> None:
         """After a run (gold's or the candidate's): bring the database back to the clean state."""
+
+    def before_candidate(self) -> None:
+        """Between gold's scope and the candidate's (outside any task scope)."""
+
+    def scratch_prefix(self) -> str:
+        """State keys of tables in the candidate's own schema (``answers.``)."""
+        if self.backend.dialect == "postgres":
+            return SCRATCH_PG + "."
+        return str(getattr(self.backend, "candidate", "")).lower() + "."
 
     def hold(self) -> None:
         """Keep the task's tables to this worker for the task (a database workers share)."""
@@ -117,16 +122,23 @@ class OracleAccess(Access):
 
         self.backend.allow_writes([self.schema])  # type: ignore[attr-defined]
         self.restorer = Restorer.for_backend(self.backend, self.schema)
+        self._synonyms(create=True)
 
-    def begin(self) -> None:
+    def _synonyms(self, create: bool) -> None:
+        """PLForge: the Spider owner's tables under their bare names in the candidate schema
+        (made outside the task scopes, so both gold's and the answer's scope see them)."""
         path = self.task.metadata.get("search_path")
-        if path:  # PLForge: unqualified table names resolve to the Spider owner's tables
-            from .oracle_restore import TABLES_SQL, ora_quote
+        if not path:
+            return
+        from .oracle_restore import TABLES_SQL, ora_quote
 
-            session = self.backend.session()
-            owner = str(path[0]).upper()
-            for (table,) in self.backend._admin_sql(TABLES_SQL, [owner]):  # type: ignore[attr-defined]
+        session = self.backend.session()
+        owner = str(path[0]).upper()
+        for (table,) in self.backend._admin_sql(TABLES_SQL, [owner]):  # type: ignore[attr-defined]
+            if create:
                 session._sql(f"CREATE OR REPLACE SYNONYM {ora_quote(table)} FOR {ora_quote(owner)}.{ora_quote(table)}")  # type: ignore[attr-defined]
+            else:
+                session._sql(f"BEGIN EXECUTE IMMEDIATE 'DROP SYNONYM {ora_quote(table)}'; EXCEPTION WHEN OTHERS THEN NULL; END;")  # type: ignore[attr-defined]
 
     def snapshot(self) -> st.State:
         session = self.backend.session()
@@ -141,8 +153,11 @@ class OracleAccess(Access):
 
     def release(self) -> None:
         held, self._held = getattr(self, "_held", None), None
-        if held is not None:
-            held.close()
+        try:
+            self._synonyms(create=False)
+        finally:
+            if held is not None:
+                held.close()
 
     def restore(self) -> None:
         self.restorer.restore()
@@ -152,7 +167,7 @@ def access_for(backend: Backend, task: Task) -> Access:
     return PostgresAccess(backend, task) if backend.dialect == "postgres" else OracleAccess(backend, task)
 
 
-# --------------------------------------------------------------------------- the run
+# --------------------------------------------------------------------------- the judge
 def _same_raise(gold: CallResult, cand: CallResult) -> str | None:
     if gold.raised == cand.raised:
         return None
@@ -165,60 +180,75 @@ def _same_raise(gold: CallResult, cand: CallResult) -> str | None:
     return f"the call raised {cand.raised}, gold's raised {gold.raised}: {cand.error.short()}"
 
 
-class CallSuiteRun(TaskRun):
-    """A TaskRun whose items are the calls of one suite, judged by state (same item interface)."""
+@dataclass
+class _TaskState:
+    """One task's run on the worker: dialect access, gold, the candidate's scope."""
 
-    def __init__(self, backend: Backend, task: Task, answers: Sequence["Answer | str | None"], settings: Settings,
-                 safety: Any = None) -> None:
-        super().__init__(backend, task, answers, settings, safety)
-        self.access = access_for(backend, task)
-        self.gold: GoldRun | None = None
-        self.results: list[CallResult] = []
-        self.outcome_cache: dict[int, TestOutcome] = {}
-        self.calls = [t.script or "" for t in task.turns[0].tests]
-        #: Which tables differed at the first mismatching call (for failure types).
-        self.first_mismatch: dict[str, Any] | None = None
+    access: Access
+    gold: GoldRun | None = None
+    #: The session scope (epoch) the candidate's calls run in; a new one starts the calls over.
+    epoch: int | None = None
+    install_problem: str | None = None
+    #: The candidate's code (for the lexical structure of failure types).
+    answer: str = ""
+    results: dict[int, CallResult] = field(default_factory=dict)
 
-    # ----------------------------------------------------------------- lifecycle
-    def _start_once(self) -> None:
-        self.backend.ensure_fixtures(self.task.fixtures)
-        self.access.prepare()
-        self.access.hold()
-        self.access.restore()  # Oracle: whatever an interrupted run left, the task starts clean
-        self.gold = self._gold()
-        session = self.backend.session()
-        session.begin_task()
-        self.access.begin()
-        self.installed_upto = 0
-        self.results = []
-        self.outcome_cache = {}
-        self._epoch = session.scope_epoch
 
-    def finish(self) -> None:
-        if not self.started:
+class CallSuiteJudge(Judge):
+    """``kind: procarena-state``: item ``call-k`` runs call k (cumulative) and compares states."""
+
+    kind = KIND
+    mode = "cumulative"
+
+    def __init__(self) -> None:
+        #: Per task run, keyed by its context's id (contexts are not hashable); ``finish`` drops it.
+        self._by_ctx: dict[int, tuple["weakref.ref[JudgeContext]", _TaskState]] = {}
+
+    def validate(self, test: UnitTest) -> None:
+        if not test.script or not isinstance(test.options.get("call"), int):
+            raise ValueError(f"unit test {test.id!r}: kind {KIND!r} needs the call as script and options.call")
+
+    def needs_expectation(self, test: UnitTest) -> bool:
+        return True
+
+    def _state(self, ctx: JudgeContext) -> _TaskState:
+        ref, state = self._by_ctx[id(ctx)]
+        assert ref() is ctx, "a judge context outlived its task run"
+        return state
+
+    # ----------------------------------------------------------------- gold
+    def prepare(self, ctx: JudgeContext, tests: list) -> None:
+        state = _TaskState(access_for(ctx.backend, ctx.task))
+        self._by_ctx = {k: v for k, v in self._by_ctx.items() if v[0]() is not None}
+        self._by_ctx[id(ctx)] = (weakref.ref(ctx), state)
+        state.access.prepare()
+        state.access.hold()
+        try:
+            state.access.restore()  # Oracle: whatever an interrupted run left, the task starts clean
+            cache = ctx.worker_cache.setdefault("procarena-gold", {})
+            key = _gold_key(ctx.task)
+            if key not in cache:
+                cache[key] = self._run_gold(ctx, state.access)
+            state.gold = cache[key]
+            state.access.before_candidate()
+        except BaseException:
+            state.access.release()
+            raise
+        if state.gold.error:
+            ctx.reference_error = state.gold.error
             return
-        try:
-            super().finish()
-        finally:
-            try:
-                self.access.restore()
-            finally:
-                self.access.release()
+        for turn, test in tests:
+            n = int(test.options["call"])
+            if n <= len(state.gold.calls):
+                ctx.expected[(turn.index, test.id)] = state.gold.calls[n - 1]
 
-    def _gold(self) -> GoldRun:
-        cache = _GOLD.setdefault(self.backend, {})
-        key = _gold_key(self.task)
-        if key not in cache:
-            cache[key] = self._run_gold()
-        return cache[key]
-
-    def _run_gold(self) -> GoldRun:
-        session = self.backend.session()
+    def _run_gold(self, ctx: JudgeContext, access: Access) -> GoldRun:
+        session = ctx.session
         session.begin_task()
         try:
-            self.access.begin()
-            run = GoldRun(clean=self.access.snapshot())
-            reference = self.task.turns[0].reference
+            access.begin()
+            run = GoldRun(clean=access.snapshot())
+            reference = ctx.task.turns[0].reference
             if not reference:
                 run.error = "the task has no gold procedure"
                 return run
@@ -227,111 +257,100 @@ class CallSuiteRun(TaskRun):
                 assert install.error is not None
                 run.error = f"gold failed to install: {install.error.short()}"
                 return run
-            for call in self.calls:
-                done = session.run(call, isolated=False, phase="reference")
-                if done.error is not None and done.error.failure_class == outcomes.INFRASTRUCTURE:
-                    raise InfrastructureError(done.error.message)
-                run.calls.append(CallResult(done.error, self.access.snapshot()))
+            for test in ctx.task.turns[0].tests:
+                done = session.run(test.script or "", isolated=False, phase="reference")
+                run.calls.append(CallResult(done.error, access.snapshot()))
             return run
         finally:
             session.end_task()
-            self.access.restore()
+            access.restore()
 
     # ----------------------------------------------------------------- candidate
-    def _run_install(self, state: Any, index: int, code: str, failure: str) -> None:
-        super()._run_install(state, index, code, failure)
-        if state.blocked is not None or self.gold is None:
-            return
-        # Installing must not write the task's data: that would be an answer acting outside its
-        # procedure (and could pre-compute the state the calls are judged by).
-        now = self.access.snapshot()
-        changed = [n for n in st.differing_tables(self.gold.clean, now) if not n.startswith(self._scratch_prefix())]
-        if changed:
-            state.blocked = TestOutcome(index, "", False, outcomes.INVALID_ARTIFACT,
-                                        f"{failure}: installing the answer changed table(s) {', '.join(changed)}")
+    def execute(self, ctx: JudgeContext, turn: int, test: UnitTest, answer: str) -> Execution:
+        state = self._state(ctx)
+        session = ctx.session
+        n = int(test.options["call"])
+        state.answer = answer
+        if state.epoch != session.scope_epoch or n in state.results or not state.results:
+            # A new scope (the first call, or the runner replaying after a restart): set it up and
+            # check that installing the answer left the task's data alone.
+            self._begin_scope(state, session)
+        calls = {int(t.options["call"]): t for t in ctx.task.turns[0].tests}
+        for missing in range(1, n):  # calls deselected (-k) still run: call k is judged after 1..k
+            if missing not in state.results:
+                self._call(state, session, calls[missing].script or "", missing)
+        return self._call(state, session, test.script or "", n)
 
-    def _scratch_prefix(self) -> str:
-        if self.backend.dialect == "postgres":
-            return SCRATCH_PG + "."
-        return str(getattr(self.backend, "candidate", "")).lower() + "."
+    def _begin_scope(self, state: _TaskState, session: Any) -> None:
+        state.epoch = session.scope_epoch
+        state.results = {}
+        state.access.begin()
+        assert state.gold is not None
+        now = state.access.snapshot()
+        scratch = state.access.scratch_prefix()
+        changed = [n for n in st.differing_tables(state.gold.clean, now) if not n.startswith(scratch)]
+        state.install_problem = (
+            f"installing the answer changed table(s) {', '.join(changed)}: the data may change only "
+            "through the calls" if changed else None
+        )
 
-    def _restart_rollout(self, turn_index: int) -> None:
-        # After recovering from an infrastructure error: the calls run again from the clean state.
-        self.results, self.outcome_cache = [], {}
-        super()._restart_rollout(turn_index)
-        self.access.begin()
+    def _call(self, state: _TaskState, session: Any, script: str, n: int) -> Execution:
+        done = session.run(script, isolated=False, phase="test")
+        state.results[n] = CallResult(done.error, state.access.snapshot())
+        return done
 
-    def _run_test_once(self, turn_index: int, test: UnitTest) -> TestOutcome:
-        if self.backend.session().scope_epoch != self._epoch:
-            # The session lost its scope (its connection died under the answer): start over.
-            self.finish()
-            self.started = True
-            self._start_once()
-        if self.gold is None or self.gold.error:
-            why = self.gold.error if self.gold else "gold was not run"
-            return TestOutcome(turn_index, test.id, False, outcomes.INFRASTRUCTURE, why or "gold failed")
-        k = int(test.options.get("call") or (self.calls.index(test.script or "") + 1))
-        if k in self.outcome_cache:
-            return self.outcome_cache[k]
-        self.ensure_turn(1)
-        turn = self.turns[0]
-        if turn.blocked is not None:
-            b = turn.blocked
-            out = TestOutcome(turn_index, test.id, False, b.failure_class, b.message, error_code=b.error_code)
-            if b.failure_class not in outcomes.EXCLUDED:
-                out.extra["failure_type"] = ft.of_error(b.error_code, b.failure_class, b.message)
+    def judge(self, ctx: JudgeContext, turn: int, test: UnitTest, execution: Execution) -> TestOutcome:
+        state = self._state(ctx)
+        gold: CallResult = ctx.expected[(turn, test.id)]
+        cand = state.results[int(test.options["call"])]
+        if state.install_problem:
+            out = TestOutcome(turn, test.id, False, outcomes.INVALID_ARTIFACT, state.install_problem)
+            out.extra["failure_type"] = ft.CONTRACT
             return out
-        session = self.backend.session()
-        while len(self.results) < k:
-            n = len(self.results) + 1
-            done: Execution = session.run(self.calls[n - 1], isolated=False, phase="test")
-            self.results.append(CallResult(done.error, self.access.snapshot()))
-            self.outcome_cache[n] = self._judge_call(n, f"call-{n}", turn_index, done.notes)
-        return self.outcome_cache[k]
-
-    def _judge_call(self, n: int, test_id: str, turn_index: int, notes: list[str]) -> TestOutcome:
-        assert self.gold is not None
-        gold, cand = self.gold.calls[n - 1], self.results[n - 1]
         raise_problem = _same_raise(gold, cand)
         diffs = st.diff(gold.state, cand.state)
-        outcome: TestOutcome
         if raise_problem is None and not diffs:
-            outcome = TestOutcome(turn_index, test_id, True)
-        else:
-            message = "\n".join(m for m in [raise_problem, *diffs] if m)
-            if cand.error is not None and raise_problem:
-                cls = cand.error.failure_class if cand.error.failure_class != outcomes.INFRASTRUCTURE else outcomes.WRONG_OUTPUT
-                code = cand.error.code
-            else:
-                cls, code = outcomes.WRONG_OUTPUT, None
-            outcome = TestOutcome(turn_index, test_id, False, cls, message, error_code=code)
-            outcome.extra["failure_type"] = ft.of_call(
-                candidate_error=(cand.error.code, cand.error.failure_class, cand.error.message) if cand.error else None,
-                gold_raised=gold.raised,
-                candidate=self.turns[0].answer.code or "", gold=self.task.turns[0].reference or "",
-            )
-            outcome.extra["differing_tables"] = ",".join(st.differing_tables(gold.state, cand.state))
-            if self.first_mismatch is None:
-                self.first_mismatch = {"call": n, "raise": raise_problem, "tables": st.differing_tables(gold.state, cand.state)}
-        if notes:
-            outcome.extra["notes"] = "; ".join(notes)
-        return outcome
+            return TestOutcome(turn, test.id, True)
+        message = "\n".join(m for m in [raise_problem, *diffs] if m)
+        cls, code = outcomes.WRONG_OUTPUT, None
+        if cand.error is not None and raise_problem:
+            code = cand.error.code
+            if cand.error.failure_class not in outcomes.EXCLUDED:
+                cls = cand.error.failure_class
+        out = TestOutcome(turn, test.id, False, cls, message, error_code=code)
+        out.extra["failure_type"] = ft.of_call(
+            candidate_error=(cand.error.code, cand.error.failure_class, cand.error.message) if cand.error else None,
+            gold_raised=gold.raised,
+            candidate=state.answer, gold=ctx.task.turns[0].reference or "",
+        )
+        out.extra["differing_tables"] = st.differing_tables(gold.state, cand.state)
+        return out
 
-    def run_test(self, turn_index: int, test: UnitTest) -> TestOutcome:
-        t0 = time.monotonic()
-        outcome = super().run_test(turn_index, test)
-        outcome.duration_s = time.monotonic() - t0
-        return outcome
+    def finish(self, ctx: JudgeContext) -> None:
+        ref, state = self._by_ctx.pop(id(ctx), (None, None))
+        if state is None or ref is None or ref() is not ctx:
+            return
+        try:
+            state.access.restore()
+        finally:
+            state.access.release()
+
+
+def judges() -> list[Judge]:
+    return [CallSuiteJudge()]
 
 
 def is_call_suite(task: Task) -> bool:
     return task.metadata.get("judge") == "procarena"
 
 
-def evaluate(backend: Backend, task: Task, answer: "Answer | str | None", settings: Settings | None = None) -> list[TestOutcome]:
+def evaluate(backend: Backend, task: Task, answer: "Answer | str | None") -> list[TestOutcome]:
     """Every call's outcome for one answer (tests, validate)."""
-    settings = settings or getattr(backend, "settings", None) or Settings(subsets=())
-    run = CallSuiteRun(backend, task, [answer], settings)
+    from ..judges import DEFAULT, JudgeRegistry
+    from ..runner import TaskRun
+
+    registry = JudgeRegistry(list(DEFAULT.values()) + judges())
+    run = TaskRun(backend, task, [answer], judges=registry)
     run.start()
     try:
         return [run.run_test(1, t) for t in task.turns[0].tests]

@@ -32,6 +32,8 @@ from .describe import describe, tables_of
 from .prompt import render
 from .spec import ProcSpec, SpecError, read
 
+KIND = "procarena-state"  # the call-suite judge's kind (procarena.judge.CallSuiteJudge)
+
 LOADER = "procarena"
 
 
@@ -66,7 +68,7 @@ def build_task(spec: ProcSpec, subset: str, db_fixture: Fixture) -> Task:
         signature=spec.signature, description=description, materials=spec.materials, schema=spec.schema or None,
     )
     tests = tuple(
-        UnitTest(id=f"call-{n}", kind="assert", script=call, options={"judge": JUDGE, "call": n})
+        UnitTest(id=f"call-{n}", kind=KIND, script=call, options={"call": n})
         for n, call in enumerate(spec.calls, 1)
     )
     metadata = {
@@ -133,6 +135,18 @@ def load(manifest: Manifest, settings: Settings) -> list[Task]:
 def spec_of(task: Task) -> ProcSpec:
     """The full task file behind a task (hidden fields included), for validate and tests."""
     return read(Path(str(task.metadata["task_file"])))
+
+
+def pytest_plsql_judges(config: pytest.Config) -> list:
+    from .judge import judges
+
+    return judges()
+
+
+def pytest_plsql_metric_families() -> list:
+    from .metrics import ProcArenaFamily
+
+    return [ProcArenaFamily()]
 
 
 @pytest.hookimpl(trylast=True)

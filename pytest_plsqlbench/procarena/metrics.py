@@ -19,7 +19,8 @@ from typing import Any, Iterable, Mapping
 
 from .. import outcomes
 from . import EDITING, SCENARIOS, SYNTHESIS
-from .failure_types import LABELS, TYPES
+from ..families import Column, PlsqlBenchFamily, SubsetInput
+from .failure_types import LABELS, TYPES, of_error
 
 FAMILY = "procarena"
 
@@ -45,7 +46,10 @@ def task_outcome(entry: Mapping[str, Any]) -> dict[str, Any] | None:
     ftype = None
     for t in tests:
         if not t.get("passed"):
-            ftype = (t.get("extra") or {}).get("failure_type") or "state_effect"
+            # Calls of an answer that did not install are failed by the runner itself, without
+            # the judge: their type comes from the install error.
+            ftype = (t.get("extra") or {}).get("failure_type") or of_error(
+                t.get("error_code"), str(t.get("failure_class") or ""), str(t.get("message") or ""))
             break
     return {"ex": all(passed), "test_pass": sum(passed) / len(passed), "failure_type": ftype}
 
@@ -123,20 +127,47 @@ def summary_lines(name: str, m: Mapping[str, Any]) -> list[str]:
     return lines
 
 
-def html(name: str, m: Mapping[str, Any]) -> str:
-    """The same table for the HTML report (escaped; values are numbers and fixed labels)."""
-    from html import escape
+class ProcArenaFamily(PlsqlBenchFamily):
+    """``metrics: procarena``: the PLSQLBench figures plus EX per subscenario, the Synthesis and
+    Editing averages and the failure-type rates; the summary adds Table 6 per dialect."""
 
-    if not m.get("tasks"):
-        return ""
-    head = "".join(f"<th>{s.upper()}</th>" for s in SCENARIOS) + "<th>Synthesis</th><th>Editing</th><th>EX</th>"
-    body = ""
-    for d, row in (m.get("by_dialect") or {}).items():
-        cells = "".join(f"<td>{_pct((row.get(s) or {}).get('ex'))}</td>" for s in SCENARIOS)
-        body += (f"<tr><th>{escape(d)}</th>{cells}<td>{_pct(row.get('synthesis'))}</td>"
-                 f"<td>{_pct(row.get('editing'))}</td><td>{_pct(row.get('overall'))}</td></tr>")
-    rates = m.get("failure_type_rates") or {}
-    types = "".join(f"<li>{LABELS[t]}: {_pct(rates.get(t))} %</li>" for t in TYPES)
-    return (f"<section class='procarena'><h3>ProcArena EX (%) — {escape(name)}</h3>"
-            f"<table><tr><th>Dialect</th>{head}</tr>{body}</table>"
-            f"<p>Mean Test Pass {_pct(m.get('mean_test_pass'))} %</p><ul>{types}</ul></section>")
+    name = FAMILY
+    columns = (
+        Column("mean_test_pass", "Mean Test Pass"),
+        Column("ex", "EX"),
+        Column("ex_synthesis", "Synthesis EX"),
+        Column("ex_editing", "Editing EX"),
+        *(Column(f"ex_{s}", f"{s.upper()} EX") for s in SCENARIOS),
+        *(Column(f"type_{t}", f"{LABELS[t]} %") for t in TYPES),
+    )
+
+    def subset_figures(self, data: SubsetInput) -> dict[str, Any]:
+        figures = super().subset_figures(data)
+        m = compute(data.entries)
+        figures["procarena"] = m
+        figures["ex"] = m["ex"]
+        figures["mean_test_pass"] = m["mean_test_pass"] if m["mean_test_pass"] is not None else figures.get("mean_test_pass")
+        # One dialect per run: the subscenario columns are that dialect's row of Table 6.
+        rows = list((m.get("by_dialect") or {}).values())
+        row = rows[0] if len(rows) == 1 else {}
+        for s in SCENARIOS:
+            cell = row.get(s) if row else None
+            figures[f"ex_{s}"] = cell["ex"] if cell else None
+        figures["ex_synthesis"] = row.get("synthesis") if row else None
+        figures["ex_editing"] = row.get("editing") if row else None
+        for t in TYPES:
+            figures[f"type_{t}"] = m["failure_type_rates"].get(t)
+        return figures
+
+    #: The terminal table stays narrow; the per-subscenario and failure-type columns follow as
+    #: Table 6 lines (the HTML report shows every column).
+    TERMINAL = ("mean_test_pass", "ex", "ex_synthesis", "ex_editing")
+
+    def summary_lines(self, subsets: Mapping[str, Mapping[str, Any]], verbose: int = 0) -> list[str]:
+        from ..summary import table_lines
+
+        lines = table_lines(subsets, verbose >= 0, tuple(c for c in self.columns if c.key in self.TERMINAL))
+        for name, figures in subsets.items():
+            if figures.get("procarena"):
+                lines.extend(summary_lines(name, figures["procarena"]))
+        return lines

@@ -37,6 +37,7 @@ from ..settings import Settings
 from ..tasks import Fixture, Task, Turn, UnitTest
 from . import JUDGE
 from .describe import describe, tables_of
+from .loader import KIND
 from .prompt import render
 
 LOADER = "plforge"
@@ -141,7 +142,7 @@ def load(manifest: Manifest, settings: Settings) -> list[Task]:
         signature = _signature(gold, procedure)
         prompt = render(dialect=settings.dialect, requirement=text, database=rec["database"], procedure=procedure,
                         signature=signature, description=description or "(schema not available)", schema=None)
-        tests = tuple(UnitTest(id=f"call-{k}", kind="assert", script=c, options={"judge": JUDGE, "call": k})
+        tests = tuple(UnitTest(id=f"call-{k}", kind=KIND, script=c, options={"call": k})
                       for k, c in enumerate(calls, 1))
         tasks.append(Task(
             id=task_id, subset=manifest.name, dialect=settings.dialect,  # type: ignore[arg-type]

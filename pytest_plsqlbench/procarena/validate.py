@@ -14,7 +14,7 @@ from ..manifests import Manifest
 from ..runner import open_backend
 from ..settings import Settings
 from . import state as st
-from .judge import _GOLD, _gold_key, evaluate
+from .judge import _gold_key, evaluate
 from .loader import load, spec_of
 
 
@@ -23,7 +23,7 @@ def check_task(backend, task) -> list[str]:  # noqa: ANN001 - Backend, Task
     spec = spec_of(task)
     problems: list[str] = []
     gold_out = evaluate(backend, task, spec.gold)
-    run = _GOLD.get(backend, {}).get(_gold_key(task))
+    run = backend.judge_cache.get("procarena-gold", {}).get(_gold_key(task))
     if run is None or run.error:
         return [f"{task.id}: gold does not run: {run.error if run else 'no gold run'}"]
     if not all(o.passed for o in gold_out):
@@ -48,7 +48,7 @@ def validate_subset(manifest: Manifest, settings: Settings) -> tuple[list[str], 
     with open_backend(settings, "validate") as backend:
         for task in tasks:
             problems += check_task(backend, task)
-            run = _GOLD.get(backend, {}).get(_gold_key(task))
+            run = backend.judge_cache.get("procarena-gold", {}).get(_gold_key(task))
             raising += sum(1 for c in (run.calls if run else []) if c.error is not None)
     lines = [f"{manifest.name} ({settings.dialect}): {len(tasks)} task(s), "
              f"{sum(len(t.turns[0].tests) for t in tasks)} call(s), {raising} raising under gold; "

@@ -14,6 +14,8 @@ from typing import Any
 
 import pytest
 
+from ..nodeids import junit_classname
+
 log = logging.getLogger(__name__)
 
 try:  # pytest's own key for its LogXML plugin object; absent means no --junitxml support to adjust.
@@ -24,9 +26,7 @@ except ImportError:  # pragma: no cover - pytest moved it
 
 def testcase_attributes(nodeid: str) -> dict[str, str]:
     """``subset/task[/sample-k][/turn-t]/test`` -> classname (task) and name (node id)."""
-    parts = nodeid.split("/")
-    task = parts[:3] if len(parts) > 3 and parts[2].startswith("sample-") else parts[:2]
-    return {"classname": ".".join(task), "name": nodeid}
+    return {"classname": junit_classname(nodeid), "name": nodeid}
 
 
 def decorate(config: pytest.Config, report: pytest.TestReport, failure_class: str | None) -> None:

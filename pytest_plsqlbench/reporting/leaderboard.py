@@ -33,10 +33,74 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
+from collections.abc import Iterable
+
 from ..errors import UsageError
-from ..results import macro_means, site_figures
 
 log = logging.getLogger(__name__)
+
+# --------------------------------------------------------------------------- the site's figures
+#: Leaderboard metrics per kind of subset, as the site reports them.
+SINGLE_TURN_METRICS = ("mean_test_pass", "suite_pass")
+MULTI_TURN_METRICS = ("mean_test_pass", "episode_pass", "turn_suite_pass")
+
+
+def subset_kind_metrics(metrics: Mapping[str, Any]) -> tuple[str, ...]:
+    """The paper reports Suite Pass for single-turn sets and Episode/Turn Suite for multi-turn ones."""
+    return MULTI_TURN_METRICS if metrics.get("multi_turn_tasks") else SINGLE_TURN_METRICS
+
+
+def site_figures(metrics: Mapping[str, Any]) -> dict[str, float]:
+    """What one subset contributes to the leaderboard and to the split overall: percent, two decimals.
+
+    The metrics its kind reports (:func:`subset_kind_metrics`), where the manifest's
+    ``paper.comparable_metric`` stands in for Mean Test Pass when it names another metric (MBPP and
+    MBPP+: the paper's figure is all-or-nothing per task, i.e. our Suite Pass). The leaderboard
+    entry and the summary's overall lines both come from here, so they cannot disagree.
+    """
+    comparable = (metrics.get("paper") or {}).get("comparable_metric")
+    out: dict[str, float] = {}
+    for metric in subset_kind_metrics(metrics):
+        source = comparable if metric == "mean_test_pass" and comparable not in (None, metric) else metric
+        value = metrics.get(source)
+        if value is not None:
+            out[metric] = round(100.0 * value, 2)
+    return out
+
+
+def macro_means(datasets: Iterable[Mapping[str, float]]) -> dict[str, float]:
+    """Per metric, the plain mean over the datasets that report it, from their two-decimal percents."""
+    datasets = list(datasets)
+    out: dict[str, float] = {}
+    for metric in HEADLINE_ORDER:
+        values = [d[metric] for d in datasets if metric in d]
+        if values:
+            out[metric] = round(sum(values) / len(values), 2)
+    return out
+
+
+#: The order metrics appear in overall figures (and on the site).
+HEADLINE_ORDER = ("mean_test_pass", "suite_pass", "episode_pass", "turn_suite_pass")
+
+
+def split_overall(subsets: Mapping[str, Mapping[str, Any]]) -> dict[str, dict[str, float]]:
+    """Development / test macro averages as plsqlbench.github.io defines them (fractions 0..1).
+
+    For each split, each metric is the mean over the subsets of that split *that report the metric*
+    (a multi-turn set has no Suite Pass, a single-turn set no Episode Pass) of their
+    :func:`site_figures` -- so a subset's ``paper.comparable_metric`` stands in for its Mean Test
+    Pass, and the figures equal the leaderboard entry's ``development_overall``/``test_overall``
+    (which are these percentages). Subsets without a ``paper.split`` take no part.
+    """
+    out: dict[str, dict[str, float]] = {}
+    for split in ("dev", "test"):
+        members = [site_figures(m) for m in subsets.values() if (m.get("paper") or {}).get("split") == split]
+        if members:
+            out[split] = {k: v / 100.0 for k, v in macro_means(members).items()}
+    return out
+
+
+# --------------------------------------------------------------------------- the entry
 
 #: The site's datasets per split (Table 2 of the paper; the site's data/leaderboard.json).
 SITE_SPLITS = {

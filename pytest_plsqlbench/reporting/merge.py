@@ -144,7 +144,7 @@ def merge_documents(
     info: dict[str, dict[str, Any]] = {}
     for _, doc in parts:
         for subset, m in (doc.get("subsets") or {}).items():
-            info.setdefault(subset, {"paper": m.get("paper") or {}})
+            info.setdefault(subset, {"paper": m.get("paper") or {}, "metric_family": m.get("metric_family")})
     tasks = [task for _, doc in parts for task in doc["tasks"]]
     return build_document(header, tasks, info)
 

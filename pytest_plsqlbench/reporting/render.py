@@ -12,10 +12,12 @@ from collections.abc import Iterable, Mapping, Sequence
 from html import escape
 from typing import Any
 
+from .. import families
+from ..families import Column, MetricFamily
 from ..metrics import NOT_JUDGED
 from ..outcomes import FAILURE_CLASSES, LABELS
 from ..summary import (
-    METRIC_LABELS,
+    cell,
     comparability_lines,
     header_line,
     incomplete_lines,
@@ -40,18 +42,24 @@ def _notes(document: Mapping[str, Any], subsets: Mapping[str, Mapping[str, Any]]
     )
 
 
-def _ci(m: Mapping[str, Any], key: str) -> str:
-    ci = (m.get("ci") or {}).get(key)
-    return f"[{pct(ci[0])}, {pct(ci[1])}]" if ci else ""
+def _ci_cell(m: Mapping[str, Any], column: Column) -> str:
+    ci = (m.get("ci") or {}).get(column.key)
+    return f"[{cell(ci[0], column.unit)}, {cell(ci[1], column.unit)}]" if ci else ""
 
 
-def _subset_rows(subsets: Mapping[str, Mapping[str, Any]]) -> list[list[str]]:
+def _by_family(subsets: Mapping[str, Mapping[str, Any]]) -> list[tuple[MetricFamily, dict[str, Mapping[str, Any]]]]:
+    """The subsets of each metric family, with the family whose columns their table shows."""
+    return [(families.lookup(name), members) for name, members in families.group_by_family(subsets).items()]
+
+
+def _subset_rows(subsets: Mapping[str, Mapping[str, Any]], columns: Sequence[Column] | None = None) -> list[list[str]]:
+    columns = columns if columns is not None else families.PlsqlBenchFamily.columns
     rows = []
     for name, m in subsets.items():
         cells = [name, str(m.get("tasks", 0)), str(m.get("tests", 0)), str(m.get("samples") or 1)]
-        for key in METRIC_LABELS:
-            value = pct(m.get(key))
-            ci = _ci(m, key)
+        for column in columns:
+            value = cell(m.get(column.key), column.unit)
+            ci = _ci_cell(m, column)
             cells.append(f"{value} {ci}".strip())
         rows.append(cells)
     return rows
@@ -93,11 +101,20 @@ def _task_rows(tasks: Iterable[Mapping[str, Any]]) -> list[list[str]]:
 
 
 def _chart(document: Mapping[str, Any]) -> str:
-    subsets = document.get("subsets") or {}
-    groups = [(name, {k: m.get(k) for k in METRIC_LABELS}, m.get("ci") or {}) for name, m in subsets.items()]
-    return bar_chart(
-        groups, METRIC_LABELS, chart_id="chart-subsets", title="Scores by subset (%), with 95% CIs"
-    )
+    """One bar chart per metric family, of its percentage columns."""
+    charts = []
+    for n, (family, subsets) in enumerate(_by_family(document.get("subsets") or {})):
+        labels = {c.key: c.label for c in family.columns if c.unit == "percent"}
+        if not labels:
+            continue
+        groups = [(name, {k: m.get(k) for k in labels}, m.get("ci") or {}) for name, m in subsets.items()]
+        charts.append(
+            bar_chart(
+                groups, labels, chart_id="chart-subsets" if n == 0 else f"chart-subsets-{family.name}",
+                title="Scores by subset (%), with 95% CIs",
+            )
+        )
+    return "\n".join(charts)
 
 
 # --------------------------------------------------------------------------- markdown
@@ -130,7 +147,9 @@ def markdown(document: Mapping[str, Any]) -> str:
         ),
         "",
     ]
-    out += _md_table(["Subset", "Tasks", "Tests", "Samples", *METRIC_LABELS.values()], _subset_rows(subsets))
+    for n, (family, members) in enumerate(_by_family(subsets)):
+        out += [""] if n else []
+        out += _md_table(["Subset", "Tasks", "Tests", "Samples", *(c.label for c in family.columns)], _subset_rows(members, family.columns))
     notes = _notes(document, subsets)
     if notes:
         out += ["", *(f"- {line}" for line in notes)]
@@ -227,23 +246,20 @@ def html(document: Mapping[str, Any]) -> str:
             "Mean Test Pass@1 gives partial credit per task (PLSQLBench App. C).</p>"
         ),
     ]
-    rows = []
-    for name, m in subsets.items():
-        cells = [escape(name), str(m.get("tasks", 0)), str(m.get("tests", 0)), str(m.get("samples") or 1)]
-        for key in METRIC_LABELS:
-            ci = _ci(m, key)
-            cells.append(f"{pct(m.get(key))}" + (f' <span class="ci">{ci}</span>' if ci else ""))
-        rows.append((f'class="subset-row" data-subset="{escape(name)}"', cells))
-    parts.append(
-        _html_table("subsets", ["Subset", "Tasks", "Tests", "Samples", *METRIC_LABELS.values()], rows)
-    )
+    for n, (family, members) in enumerate(_by_family(subsets)):
+        rows = []
+        for name, m in members.items():
+            cells = [escape(name), str(m.get("tasks", 0)), str(m.get("tests", 0)), str(m.get("samples") or 1)]
+            for column in family.columns:
+                ci = _ci_cell(m, column)
+                cells.append(f"{cell(m.get(column.key), column.unit)}" + (f' <span class="ci">{ci}</span>' if ci else ""))
+            rows.append((f'class="subset-row" data-subset="{escape(name)}"', cells))
+        titles = ["Subset", "Tasks", "Tests", "Samples", *(c.label for c in family.columns)]
+        parts.append(_html_table("subsets" if n == 0 else f"subsets-{family.name}", titles, rows))
     notes = _notes(document, subsets)
     if notes:
         parts.append("<ul>" + "".join(f"<li>{escape(n)}</li>" for n in notes) + "</ul>")
     parts.append(_chart(document))
-    from ..procarena.metrics import html as procarena_html  # ProcArena Table 6 (metric family)
-
-    parts.extend(procarena_html(name, m["procarena"]) for name, m in subsets.items() if m.get("procarena"))
     parts.append("<h2>Failed task turns by class (§4.4)</h2>")
     parts.append(
         '<p class="muted">One analysis unit is one turn of one task (and sample); <em>Judged</em> excludes '

@@ -1,0 +1,221 @@
+"""Metric families: how a subset's tasks become its scores, and how those scores are shown.
+
+A subset's manifest names its family (``metrics: plsqlbench``, the default). The results
+document (:func:`pytest_plsqlbench.results.build_document`), the end-of-run summary, the HTML
+report and ``plsqlbench merge`` ask the family for:
+
+* :meth:`MetricFamily.task_figures` -- per-task figures stored in the task's entry;
+* :meth:`MetricFamily.subset_figures` -- the subset's figures (``subsets[name]`` in the document);
+* :attr:`MetricFamily.columns` -- the columns of its table (summary and HTML report), each a key
+  of the subset figures, with a 95% CI where ``figures["ci"][key]`` exists;
+* :meth:`MetricFamily.summary_lines` -- extra lines under the table (per-scenario breakdowns ...).
+
+The core scores every task the same way first (:class:`~pytest_plsqlbench.metrics.TaskResult`:
+tests judged, excluded and skipped, samples, pass@k's n and c); a family builds on it and on the
+task entries (their tests carry each item's ``score`` and typed ``extra``).
+
+Families come from the ``pytest_plsql_metric_families`` hook. Outside pytest (``plsqlbench
+report`` / ``merge``) the same hook functions are found in the built-in plugin modules and in
+installed pytest plugins (``pytest11`` entry points).
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from .errors import UsageError
+
+if TYPE_CHECKING:
+    import pytest
+
+    from .metrics import TaskResult
+
+log = logging.getLogger(__name__)
+
+DEFAULT_FAMILY = "plsqlbench"
+
+
+@dataclass(frozen=True)
+class Column:
+    """One column of a family's table: ``key`` in the subset figures, shown under ``label``."""
+
+    key: str
+    label: str
+    #: ``percent``: a fraction shown as a percentage; ``ratio``: a plain number (e.g. 1.35x);
+    #: ``count``: an integer.
+    unit: str = "percent"
+
+
+@dataclass
+class SubsetInput:
+    """What the core hands a family for one subset."""
+
+    name: str
+    results: "Sequence[TaskResult]"
+    #: The scored task entries of the document (identity, metadata, tests, task figures).
+    entries: Sequence[Mapping[str, Any]]
+    #: Failed unit tests and failed analysis units by class, and the judged units.
+    failure_tests: Counter[str]
+    failure_units: Counter[str]
+    units: int
+    bootstrap: bool = True
+
+
+class MetricFamily:
+    """A way of scoring and showing subsets; subclass and return it from ``pytest_plsql_metric_families``."""
+
+    name: ClassVar[str] = ""
+    columns: ClassVar[tuple[Column, ...]] = ()
+
+    def task_figures(self, result: "TaskResult", entry: Mapping[str, Any]) -> dict[str, Any]:
+        """Figures of one task (all samples), merged into its entry in the document."""
+        return {}
+
+    def subset_figures(self, data: SubsetInput) -> dict[str, Any]:
+        """The subset's figures (``subsets[name]``), keyed by this family's column keys and more."""
+        raise NotImplementedError
+
+    def summary_lines(self, subsets: Mapping[str, Mapping[str, Any]], verbose: int = 0) -> list[str]:
+        """Lines for the end-of-run summary, for the subsets of this family (table first)."""
+        from .summary import family_table_lines
+
+        return family_table_lines(self, subsets, cis=verbose >= 0)
+
+
+class PlsqlBenchFamily(MetricFamily):
+    """PLSQLBench App. C: Mean Test, Suite, Turn Suite and Episode Pass@1, pass@k, bootstrap CIs."""
+
+    name = "plsqlbench"
+    columns = (
+        Column("mean_test_pass", "Mean Test Pass@1"),
+        Column("suite_pass", "Suite Pass@1"),
+        Column("turn_suite_pass", "Turn Suite Pass@1"),
+        Column("episode_pass", "Episode Pass@1"),
+    )
+
+    def task_figures(self, result: "TaskResult", entry: Mapping[str, Any]) -> dict[str, Any]:
+        per_sample = [
+            {
+                "sample": s.sample,
+                "test_pass": None if s.excluded else s.test_pass,
+                "suite_pass": None if s.excluded else s.suite_pass,
+                "turn_suite_pass": s.turn_suite_pass if s.multi_turn and not s.excluded else None,
+                "episode_pass": s.episode_pass if s.multi_turn and not s.excluded else None,
+                "excluded": s.excluded_reason,
+            }
+            for s in result.samples
+        ]
+        return {**result.as_dict(), "samples": per_sample}
+
+    def subset_figures(self, data: SubsetInput) -> dict[str, Any]:
+        from .metrics import subset_metrics
+
+        m = subset_metrics(data.name, data.results, data.failure_tests, data.failure_units, data.units, data.bootstrap)
+        return m.as_dict()
+
+
+class FamilyRegistry(Mapping[str, MetricFamily]):
+    """Name -> family; later additions replace earlier ones of the same name."""
+
+    def __init__(self, families: Iterable[MetricFamily] = ()) -> None:
+        self._by_name: dict[str, MetricFamily] = {}
+        self.add(families)
+
+    def add(self, families: Iterable[MetricFamily]) -> "FamilyRegistry":
+        for family in families:
+            if not isinstance(family, MetricFamily) or not family.name:
+                raise TypeError(f"{family!r} is not a MetricFamily with a name")
+            self._by_name[family.name] = family
+        return self
+
+    def __getitem__(self, name: str) -> MetricFamily:
+        return self._by_name[name]
+
+    def __iter__(self):  # noqa: ANN204
+        return iter(self._by_name)
+
+    def __len__(self) -> int:
+        return len(self._by_name)
+
+    def family(self, name: str | None) -> MetricFamily:
+        """The family ``name`` (None: the default); one clear error when it is unknown."""
+        key = name or DEFAULT_FAMILY
+        if key not in self._by_name:
+            _discover(self)
+        if key not in self._by_name:
+            raise UsageError(
+                f"unknown metric family {key!r} (known: {', '.join(sorted(self._by_name))}); "
+                "is the plugin that defines it installed?"
+            )
+        return self._by_name[key]
+
+
+#: Every family known to this process: the built-in one, and those plugins returned.
+REGISTRY = FamilyRegistry([PlsqlBenchFamily()])
+
+
+def register_from_config(config: "pytest.Config") -> FamilyRegistry:
+    """Add the families every plugin returns from ``pytest_plsql_metric_families`` (run start)."""
+    for families in reversed(config.hook.pytest_plsql_metric_families()):
+        REGISTRY.add(families or ())
+    return REGISTRY
+
+
+def get(name: str | None) -> MetricFamily:
+    return REGISTRY.family(name)
+
+
+_discovered = False
+
+
+def _discover(registry: FamilyRegistry) -> None:
+    """Outside a pytest run: ask the built-in plugin modules and installed pytest plugins."""
+    global _discovered
+    if _discovered:
+        return
+    _discovered = True
+    from .plugin import BUILTIN_PLUGINS
+
+    modules: list[Any] = []
+    for name in BUILTIN_PLUGINS:
+        try:
+            modules.append(importlib.import_module(name))
+        except ImportError as exc:  # pragma: no cover - a broken optional plugin
+            log.debug("cannot import %s: %s", name, exc)
+    try:
+        from importlib.metadata import entry_points
+
+        for ep in entry_points(group="pytest11"):
+            try:
+                modules.append(ep.load())
+            except Exception as exc:  # noqa: BLE001 - a broken third-party plugin must not break the report
+                log.debug("cannot load pytest plugin %s: %s", ep.name, exc)
+    except Exception as exc:  # noqa: BLE001
+        log.debug("cannot list pytest plugins: %s", exc)
+    for module in modules:
+        hook = getattr(module, "pytest_plsql_metric_families", None)
+        if callable(hook):
+            registry.add(hook() or ())
+
+
+def lookup(name: str | None) -> MetricFamily:
+    """The family for showing a document's subsets; the PLSQLBench one, with a warning, when the
+    plugin defining ``name`` is not installed here (its figures are still in the document)."""
+    try:
+        return REGISTRY.family(name)
+    except UsageError as exc:
+        log.warning("%s; showing its subsets with the %s columns", exc, DEFAULT_FAMILY)
+        return REGISTRY.family(DEFAULT_FAMILY)
+
+
+def group_by_family(subsets: Mapping[str, Mapping[str, Any]]) -> dict[str, dict[str, Mapping[str, Any]]]:
+    """Subsets of a document grouped by their family, in order of first appearance."""
+    out: dict[str, dict[str, Mapping[str, Any]]] = {}
+    for name, figures in subsets.items():
+        out.setdefault(str(figures.get("metric_family") or DEFAULT_FAMILY), {})[name] = figures
+    return out

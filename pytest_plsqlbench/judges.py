@@ -1,0 +1,283 @@
+"""Judges: how a unit test of each ``kind`` is decided.
+
+A unit test names its kind (``assert``, ``output``, ``rows``, ``reference`` built in); the
+judge registered for that kind decides it. A judge is a small object with four steps, each
+with a default, called by :class:`~pytest_plsqlbench.runner.TaskRun`:
+
+1. :meth:`Judge.validate` -- is the test well formed for this kind (collection time);
+2. :meth:`Judge.prepare` -- once per task, before the candidate runs, compute what the tests
+   expect (the reference's output, the gold SQL's rows, gold procedure states ...) into
+   ``ctx.expected``; :attr:`JudgeContext.worker_cache` keeps what is worth keeping across
+   tasks of the worker;
+3. :meth:`Judge.execute` -- run the test's script through the candidate session, either
+   ``isolated`` (in a savepoint: the next test sees nothing of it) or ``cumulative`` (in the
+   task's scope: the next test of the task sees its effects; the runner runs the tests of a
+   task in order and replays the earlier cumulative tests if the scope had to start over);
+4. :meth:`Judge.judge` -- turn what ran into a :class:`~pytest_plsqlbench.outcomes.TestOutcome`
+   with a ``score`` (a float in [0, 1] for pass/fail judges, any number for graded ones) and
+   typed ``extra`` values.
+
+Plugins and conftests add judges with the ``pytest_plsql_judges`` hook (see
+:mod:`pytest_plsqlbench.hooks`); a judge they return for a built-in kind replaces ours.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, MutableMapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
+
+from . import outcomes
+from .comparators import compare_output, compare_rows
+from .dialects.base import Execution
+from .outcomes import TestOutcome
+
+if TYPE_CHECKING:
+    import pytest
+
+    from .dialects.base import Backend, Session
+    from .tasks import Task, Turn, UnitTest
+
+#: ``isolated``: each test in its own savepoint; ``cumulative``: tests build on each other.
+JudgeMode = Literal["isolated", "cumulative"]
+
+
+@dataclass
+class JudgeContext:
+    """What a judge may use while deciding one task's tests."""
+
+    backend: "Backend"
+    task: "Task"
+    #: ``(turn, test id)`` -> what the test expects, filled by :meth:`Judge.prepare`.
+    expected: dict[tuple[int, str], Any] = field(default_factory=dict)
+    #: Why an expectation could not be computed (reported with the tests that lack one).
+    reference_error: str | None = None
+
+    @property
+    def session(self) -> "Session":
+        """The candidate session (an unprivileged role inside the task's isolation scope)."""
+        return self.backend.session()
+
+    @property
+    def worker_cache(self) -> MutableMapping[str, Any]:
+        """A per-worker memo shared by every task run on this backend (e.g. gold states)."""
+        return self.backend.judge_cache
+
+
+def capture(execution: Execution) -> list[str]:
+    """Output plus an error marker, so reference and candidate errors compare too."""
+    lines = list(execution.lines)
+    if execution.error is not None:
+        lines.append(f"<error {execution.error.code or execution.error.failure_class}>")
+    return lines
+
+
+class Judge:
+    """Decides the unit tests of one kind; subclass and register with ``pytest_plsql_judges``."""
+
+    kind: ClassVar[str] = ""
+    mode: ClassVar[JudgeMode] = "isolated"
+
+    def validate(self, test: "UnitTest") -> None:
+        """Raise ``ValueError`` naming the test if it is not well formed for this kind."""
+
+    def needs_expectation(self, test: "UnitTest") -> bool:
+        """Whether ``test`` is judged against something :meth:`prepare` computes."""
+        return False
+
+    def prepare(self, ctx: JudgeContext, tests: "list[tuple[Turn, UnitTest]]") -> None:
+        """Compute expectations for ``tests`` (this kind's tests of the task) into ``ctx.expected``.
+
+        Runs once per task on the worker, before the candidate's answer is installed; open and
+        close your own scope (``ctx.session.begin_task()`` ... ``end_task()``).
+        """
+
+    def execute(self, ctx: JudgeContext, turn: int, test: "UnitTest", answer: str) -> Execution:
+        """Run the test's script (or the answer itself when the test has none)."""
+        script = test.script if test.script is not None else answer
+        return ctx.session.run(script, isolated=self.mode == "isolated", phase="test")
+
+    def judge(self, ctx: JudgeContext, turn: int, test: "UnitTest", execution: Execution) -> TestOutcome:
+        raise NotImplementedError
+
+    def finish(self, ctx: JudgeContext) -> None:
+        """After the task's scope ended: undo what :meth:`prepare` or the tests did outside it
+        (ProcArena on Oracle restores the committed tables here)."""
+
+
+def _error_outcome(turn: int, test: "UnitTest", execution: Execution, actual: list[str]) -> TestOutcome:
+    err = execution.error
+    assert err is not None
+    return TestOutcome(
+        turn, test.id, False, err.failure_class, err.short(),
+        list(test.expected) if test.expected is not None else None, actual, err.code,
+    )
+
+
+class AssertJudge(Judge):
+    """The script runs without raising (MBPP assertion blocks)."""
+
+    kind = "assert"
+
+    def judge(self, ctx: JudgeContext, turn: int, test: "UnitTest", execution: Execution) -> TestOutcome:
+        if execution.error is not None:
+            return _error_outcome(turn, test, execution, list(execution.lines))
+        return TestOutcome(turn, test.id, True)
+
+
+class OutputJudge(Judge):
+    """Captured output lines equal ``expected``."""
+
+    kind = "output"
+
+    def validate(self, test: "UnitTest") -> None:
+        if test.expected is None:
+            raise ValueError(f"unit test {test.id!r}: kind 'output' needs 'expected'")
+
+    def judge(self, ctx: JudgeContext, turn: int, test: "UnitTest", execution: Execution) -> TestOutcome:
+        actual = list(execution.lines)
+        if execution.error is not None:
+            return _error_outcome(turn, test, execution, actual)
+        expected = list(test.expected or ())
+        ok, why = compare_output(expected, actual)
+        if ok:
+            return TestOutcome(turn, test.id, True, expected=expected, actual=actual)
+        return TestOutcome(turn, test.id, False, outcomes.WRONG_OUTPUT, why, expected, actual)
+
+
+class RowsJudge(Judge):
+    """Output lines equal the gold rows (given, or the gold SQL's result), up to column order."""
+
+    kind = "rows"
+
+    def validate(self, test: "UnitTest") -> None:
+        if test.expected is None and not test.options.get("gold_sql"):
+            raise ValueError(f"unit test {test.id!r}: kind 'rows' needs 'expected' or options.gold_sql")
+
+    def needs_expectation(self, test: "UnitTest") -> bool:
+        return test.expected is None
+
+    def prepare(self, ctx: JudgeContext, tests: "list[tuple[Turn, UnitTest]]") -> None:
+        """Expected rows of ``rows`` tests without given rows: the gold SQL's result in this database."""
+        wanted = [(turn, test) for turn, test in tests if test.expected is None]
+        if not wanted:
+            return
+        session = ctx.session
+        session.begin_task()
+        try:
+            for turn, test in wanted:
+                gold = session.run(str(test.options["gold_sql"]), isolated=True, phase="reference")
+                if not gold.ok:
+                    assert gold.error is not None
+                    ctx.reference_error = f"gold SQL of {test.id} failed: {gold.error.short()}"
+                    continue
+                ctx.expected[(turn.index, test.id)] = list(gold.lines)
+        finally:
+            session.end_task()
+
+    def judge(self, ctx: JudgeContext, turn: int, test: "UnitTest", execution: Execution) -> TestOutcome:
+        actual = list(execution.lines)
+        if execution.error is not None:
+            return _error_outcome(turn, test, execution, actual)
+        expected = list(test.expected) if test.expected is not None else ctx.expected[(turn, test.id)]
+        ok, why = compare_rows(expected, actual, test.options)
+        if ok:
+            return TestOutcome(turn, test.id, True, expected=expected, actual=actual)
+        return TestOutcome(turn, test.id, False, outcomes.WRONG_OUTPUT, why, expected, actual)
+
+
+class ReferenceJudge(Judge):
+    """Output equals what the reference answer printed for the same script in a clean state (Spider2)."""
+
+    kind = "reference"
+
+    def needs_expectation(self, test: "UnitTest") -> bool:
+        return True
+
+    def prepare(self, ctx: JudgeContext, tests: "list[tuple[Turn, UnitTest]]") -> None:
+        """Run the reference answers turn by turn (later turns see earlier ones), capturing each test."""
+        task = ctx.task
+        session = ctx.session
+        session.begin_task()
+        try:
+            for turn in task.turns:
+                if turn.reference is None:
+                    ctx.reference_error = f"turn {turn.index} has no reference answer"
+                    return
+                install = (
+                    session.run(turn.reference, isolated=False, phase="reference")
+                    if task.answer_mode == "install"
+                    else Execution()
+                )
+                if not install.ok:
+                    assert install.error is not None
+                    ctx.reference_error = f"reference answer of turn {turn.index} failed: {install.error.short()}"
+                    return
+                for test in turn.tests:
+                    if test.kind != self.kind:
+                        continue
+                    script = test.script if test.script is not None else turn.reference
+                    ctx.expected[(turn.index, test.id)] = capture(session.run(script, isolated=True, phase="reference"))
+        finally:
+            session.end_task()
+
+    def judge(self, ctx: JudgeContext, turn: int, test: "UnitTest", execution: Execution) -> TestOutcome:
+        actual = capture(execution)
+        err = execution.error
+        expected = ctx.expected.get((turn, test.id))
+        if expected is None:
+            return TestOutcome(turn, test.id, False, outcomes.INFRASTRUCTURE, "no reference output captured")
+        ok, why = compare_output(expected, actual)
+        if ok:
+            return TestOutcome(turn, test.id, True, expected=expected, actual=actual)
+        cls = err.failure_class if err is not None else outcomes.WRONG_OUTPUT
+        msg = (f"{err.short()}\n" if err is not None else "") + why
+        return TestOutcome(turn, test.id, False, cls, msg, expected, actual, err.code if err else None)
+
+
+BUILTIN: tuple[Judge, ...] = (AssertJudge(), OutputJudge(), RowsJudge(), ReferenceJudge())
+
+
+class JudgeRegistry(Mapping[str, Judge]):
+    """Kind -> judge. Built-ins first; judges added later replace a kind's earlier judge."""
+
+    def __init__(self, judges: Iterable[Judge] = BUILTIN) -> None:
+        self._by_kind: dict[str, Judge] = {}
+        self.add(judges)
+
+    def add(self, judges: Iterable[Judge]) -> "JudgeRegistry":
+        for judge in judges:
+            if not isinstance(judge, Judge) or not judge.kind:
+                raise TypeError(f"{judge!r} is not a Judge with a kind")
+            self._by_kind[judge.kind] = judge
+        return self
+
+    def __getitem__(self, kind: str) -> Judge:
+        return self._by_kind[kind]
+
+    def __iter__(self):  # noqa: ANN204
+        return iter(self._by_kind)
+
+    def __len__(self) -> int:
+        return len(self._by_kind)
+
+    def check(self, test: "UnitTest") -> None:
+        """Raise ``ValueError`` if ``test``'s kind is unknown or the test is malformed for it."""
+        judge = self._by_kind.get(test.kind)
+        if judge is None:
+            raise ValueError(f"unit test {test.id!r}: unknown kind {test.kind!r}; known: {', '.join(self._by_kind)}")
+        judge.validate(test)
+
+
+#: The built-in judges (what a run without plugins uses; scripts and ``evaluate_task`` too).
+DEFAULT = JudgeRegistry()
+
+
+def registry(config: "pytest.Config | None" = None) -> JudgeRegistry:
+    """Built-in judges plus those every plugin returns from ``pytest_plsql_judges``."""
+    if config is None:
+        return DEFAULT
+    found = JudgeRegistry()
+    for judges in reversed(config.hook.pytest_plsql_judges(config=config)):  # later plugins (conftests) win
+        found.add(judges or ())
+    return found

@@ -1,0 +1,193 @@
+"""Collecting per-item records on the controller.
+
+Workers attach an :class:`~pytest_plsqlbench.records.ItemRecord` (as plain JSON values) to each
+benchmark item's report (``report.plsql``); xdist serialises it with the report, so the
+controller (or the single process of a ``-n 0`` run) sees every record in
+``pytest_runtest_logreport``, including the reports xdist synthesises for an item whose worker
+crashed. :meth:`ResultsCollector.document` turns them into the results document.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import platform
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from .. import __version__, nodeids
+from ..metrics import SKIPPED
+from ..outcomes import INFRASTRUCTURE
+from ..records import ItemRecord, TaskFacts
+from ..reporting import junit
+from ..settings import Settings
+from .document import answers_digest, build_document, data_revisions, unique_answers
+from .reading import write_document
+
+if TYPE_CHECKING:
+    from ..manifests import Manifest
+
+log = logging.getLogger(__name__)
+
+
+class ResultsCollector:
+    """Plugin object living on the controller: receives records, computes, reports, writes."""
+
+    def __init__(
+        self, config: pytest.Config, settings: Settings, manifests: "Mapping[str, Manifest] | None" = None
+    ) -> None:
+        self.config = config
+        self.settings = settings
+        #: The run's manifests (read once by the plugin): paper mapping, metric family, data digest.
+        self.manifests: Mapping[str, Manifest] = dict(manifests or {})
+        self.records: dict[str, ItemRecord] = {}
+        self.task_info: dict[tuple[str, str], TaskFacts] = {}
+        self.answers: dict[tuple[str, str], dict[tuple[int, int], dict[str, Any]]] = {}
+        self.env: dict[str, Any] = {}
+        self.started = dt.datetime.now(dt.UTC)
+        self._document: dict[str, Any] | None = None
+        #: ``--plsql-answers FILE``: its digest when the run starts (the workers read it then), so
+        #: two parts scored from different files of the same name are told apart.
+        self.answers_digest = answers_digest(settings.answers) if settings.answers is not None else None
+
+    # ----------------------------------------------------------------- hooks
+    @pytest.hookimpl(tryfirst=True)  # before junitxml, so the testcase gets our name and properties
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        data = getattr(report, "plsql", None)
+        if data is None:
+            if report.failed and report.nodeid not in self.records:
+                parsed = nodeids.parse(report.nodeid)
+                if parsed is not None:
+                    # e.g. a worker crashed while running the item.
+                    self.records[report.nodeid] = ItemRecord(
+                        subset=parsed.subset,
+                        task_id=None,
+                        node=parsed.node,
+                        turn=parsed.turn,
+                        test_id=parsed.test_id,
+                        sample=parsed.sample,
+                        passed=False,
+                        failure_class=INFRASTRUCTURE,
+                        message=_first_line(str(report.longrepr)) or "crashed",
+                    )
+        elif report.when != "teardown":
+            # A failed setup carries the record (the call never happens); otherwise the call does.
+            rec = ItemRecord.from_dict(data)
+            if report.skipped:
+                # Skipped by a plugin (e.g. a task the data cannot run): neither a failure nor a harness error.
+                reason = (
+                    report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr or "")
+                )
+                rec.passed, rec.failure_class, rec.score = False, SKIPPED, None
+                rec.message = str(reason).removeprefix("Skipped: ")
+            self.records[report.nodeid] = rec
+            key = (rec.subset, str(rec.task_id))
+            if rec.task is not None:
+                self.task_info[key] = rec.task
+            if rec.answer is not None:
+                # Keyed by (sample, turn): a rerun after a worker crash reports the answer again.
+                ans = rec.answer
+                self.answers.setdefault(key, {})[(int(ans.get("sample") or 0), int(ans.get("turn") or 1))] = ans
+            if rec.env is not None:
+                self.env.update(rec.env)
+        if nodeids.parse(report.nodeid) is not None:
+            known = self.records.get(report.nodeid)
+            junit.decorate(self.config, report, known.failure_class if known else None)
+
+    # ----------------------------------------------------------------- results
+    def _resolve_task_ids(self) -> None:
+        by_node = {(r.subset, r.node): r.task_id for r in self.records.values() if r.task_id}
+        for rec in self.records.values():
+            if rec.task_id is None:
+                rec.task_id = by_node.get((rec.subset, rec.node), rec.node)
+
+    def task_entries(self) -> list[dict[str, Any]]:
+        """One raw entry per task (all samples): identity, metadata, answers and per-test outcomes."""
+        self._resolve_task_ids()
+        grouped: dict[tuple[str, str], list[ItemRecord]] = {}
+        for rec in self.records.values():
+            grouped.setdefault((rec.subset, str(rec.task_id)), []).append(rec)
+        entries = []
+        for (subset, task_id), recs in grouped.items():
+            info = self.task_info.get((subset, task_id)) or TaskFacts()
+            entries.append(
+                {
+                    "subset": subset,
+                    "task_id": task_id,
+                    "node": recs[0].node,
+                    "n_turns": max(int(r.n_turns or 1) for r in recs),
+                    "n_tests": info.n_tests,
+                    "entry_points": list(info.entry_points),
+                    "metadata": dict(info.metadata),
+                    "markers": list(info.markers),
+                    "answers": unique_answers(self.answers.get((subset, task_id), {}).values()),
+                    "tests": [r.test_entry() for r in recs],
+                }
+            )
+        return entries
+
+    def document(self) -> dict[str, Any]:
+        """The versioned results document (``--plsql-results``)."""
+        if self._document is None:
+            tasks = self.task_entries()
+            self._document = build_document(self.header(tasks), tasks, self.subset_info(tasks))
+        return self._document
+
+    def subset_info(self, tasks: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
+        """Per-subset facts the report needs later without the manifests: paper mapping, metric family."""
+        out = {}
+        for subset in dict.fromkeys([*self.settings.subsets, *(t["subset"] for t in tasks)]):
+            manifest = self.manifests.get(subset)
+            out[subset] = {
+                "paper": dict(manifest.paper) if manifest is not None else {},
+                "description": manifest.description if manifest is not None else "",
+                "metric_family": manifest.metrics if manifest is not None else None,
+            }
+        return out
+
+    def header(self, tasks: Sequence[Mapping[str, Any]] = ()) -> dict[str, Any]:
+        s = self.settings
+        header = {
+            "plugin_version": __version__,
+            "python": platform.python_version(),
+            "dialect": s.dialect,
+            "database": s.db,
+            "database_version": self.env.get("db_version"),
+            "model": s.answer_source,
+            "temperature": s.temperature,
+            "max_tokens": s.max_tokens,
+            "samples": s.samples,
+            "assertions": s.assertions,
+            "timeout_s": s.timeout,
+            "safety": s.safety,
+            "shard": f"{s.shard[0]}/{s.shard[1]}" if s.shard else None,
+            "keyword": self.config.getoption("keyword", "") or None,
+            "markexpr": self.config.getoption("markexpr", "") or None,
+            "subsets": list(s.subsets),
+            "data_revisions": data_revisions(s, tasks, self.manifests),
+            **({"answers_digest": self.answers_digest} if s.answers is not None else {}),
+            "started": self.started.isoformat(timespec="seconds"),
+            "finished": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        }
+        from ..generation import is_real_model, resolve_model, runtime_info
+
+        if s.answers is None and is_real_model(s.model):
+            # Which model an alias meant, and whose cost data priced it (litellm's bundled map).
+            header["model_resolved"] = resolve_model(str(s.model), s.model_aliases)
+            header.update(runtime_info())
+        return header
+
+    def write(self, path: Path) -> None:
+        write_document(self.document(), path)
+
+
+
+
+def _first_line(text: str) -> str:
+    for line in text.splitlines():
+        if line.strip():
+            return line.strip()[:300]
+    return ""

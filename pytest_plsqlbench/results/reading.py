@@ -1,0 +1,205 @@
+"""Reading, checking and writing results documents: the one reader every report and merge uses.
+
+The document is versioned (:data:`RESULTS_VERSION`); its format, version by version, is in
+``docs/reporting.md``. :func:`read_document` gives one clear error for every way a file can be
+wrong; :class:`ResultsDocument` is a typed view of a checked document.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .. import __version__
+from ..errors import UsageError
+from ..outcomes import PASSED
+
+RESULTS_FORMAT = "pytest-plsqlbench/results"
+#: 2: samples are scored as one task (pass@k), bootstrap CIs, analysis-unit failure counts,
+#: usage, per-subset paper mapping and data revision. 1 (never released) had none of these.
+#: Added within version 2 (readers ignore what they do not know): each test's ``score`` and typed
+#: ``extra`` values, each subset's ``metric_family``.
+RESULTS_VERSION = 2
+
+#: Header fields that must agree for two documents to be parts of one run (``merge``).
+RUN_IDENTITY = (
+    "plugin_version",
+    "dialect",
+    "database",
+    "model",
+    "model_resolved",
+    "answers_digest",
+    "temperature",
+    "max_tokens",
+    "samples",
+    "assertions",
+    "timeout_s",
+    "safety",
+)
+
+
+class ResultsFormatError(UsageError):
+    """A file that is not a results document of the version this plugin reads."""
+
+
+def check_document(doc: Any, source: str = "results") -> dict[str, Any]:
+    """Return ``doc`` if it is a current results document, else raise one clear error."""
+    if not isinstance(doc, dict) or doc.get("format") != RESULTS_FORMAT:
+        raise ResultsFormatError(
+            f'{source}: not a pytest-plsqlbench results file (no "format": "{RESULTS_FORMAT}")'
+        )
+    version = doc.get("version")
+    if version != RESULTS_VERSION:
+        if isinstance(version, int) and version < RESULTS_VERSION:
+            how = (
+                f"older (version {version}); re-run the benchmark, or re-score it from the answer cache "
+                f"with --plsql-cache-only, to get a version {RESULTS_VERSION} file"
+            )
+        elif isinstance(version, int):
+            how = (
+                f"newer (version {version}) than this pytest-plsqlbench {__version__} reads "
+                f"(version {RESULTS_VERSION}); upgrade pytest-plsqlbench"
+            )
+        else:
+            how = f"of unknown version {version!r}"
+        raise ResultsFormatError(f"{source}: results file is {how}")
+    for key in ("header", "subsets", "tasks"):
+        if key not in doc:
+            raise ResultsFormatError(f"{source}: results file lacks {key!r} (truncated or edited?)")
+    _check_header(doc["header"], source)
+    if not isinstance(doc["subsets"], dict) or not all(isinstance(m, dict) for m in doc["subsets"].values()):
+        raise ResultsFormatError(f"{source}: 'subsets' must map subset names to objects (edited?)")
+    if not isinstance(doc["tasks"], list):
+        raise ResultsFormatError(f"{source}: 'tasks' must be a list of task entries (edited?)")
+    for index, task in enumerate(doc["tasks"]):
+        _check_task(task, index, source)
+    return doc
+
+
+_SHARD_TEXT = re.compile(r"^(\d+)/(\d+)$")
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _check_header(header: Any, source: str) -> None:
+    def bad(what: str) -> ResultsFormatError:
+        return ResultsFormatError(f"{source}: header: {what} (edited?)")
+
+    if not isinstance(header, dict):
+        raise bad("not an object")
+    shard = header.get("shard")
+    if shard is not None:
+        m = _SHARD_TEXT.match(shard) if isinstance(shard, str) else None
+        if m is None or not 1 <= int(m.group(1)) <= int(m.group(2)):
+            raise bad(f"shard {shard!r} is not I/N with 1 <= I <= N")
+    subsets = header.get("subsets", [])
+    if not isinstance(subsets, list) or not all(isinstance(x, str) for x in subsets):
+        raise bad(f"subsets {subsets!r} is not a list of names")
+    revisions = header.get("data_revisions") or {}
+    if not isinstance(revisions, dict):
+        raise bad(f"data_revisions {revisions!r} is not an object")
+    samples = header.get("samples")
+    if samples is not None and not (_is_int(samples) and samples >= 1):
+        raise bad(f"samples {samples!r} is not a positive integer")
+
+
+def _check_task(task: Any, index: int, source: str) -> None:
+    """One task entry: what :func:`build_document` and the reports read from it."""
+    where = f"{source}: task entry {index + 1}"
+    if not isinstance(task, dict):
+        raise ResultsFormatError(f"{where}: not an object (edited?)")
+    for key in ("subset", "task_id"):
+        if not isinstance(task.get(key), str) or not task[key]:
+            raise ResultsFormatError(f"{where}: no {key!r} (a non-empty string is required; edited?)")
+    where += f" ({task['subset']}/{task['task_id']})"
+    n_turns = task.get("n_turns", 1)
+    if not (_is_int(n_turns) and n_turns >= 1):
+        raise ResultsFormatError(f"{where}: n_turns {n_turns!r} is not a positive integer")
+    if task.get("n_tests") is not None and not (_is_int(task["n_tests"]) and task["n_tests"] >= 0):
+        raise ResultsFormatError(f"{where}: n_tests {task['n_tests']!r} is not a count")
+    for key in ("tests", "answers"):
+        items = task.get(key, [])
+        if not isinstance(items, list) or not all(isinstance(x, dict) for x in items):
+            raise ResultsFormatError(f"{where}: {key!r} is not a list of objects")
+    for n, test in enumerate(task.get("tests", []), 1):
+        if not isinstance(test.get("test_id"), str):
+            raise ResultsFormatError(f"{where}: test {n} has no 'test_id'")
+        turn, sample = test.get("turn", 1), test.get("sample")
+        if not (_is_int(turn) and turn >= 1):
+            raise ResultsFormatError(f"{where}: test {test['test_id']!r}: turn {turn!r} is not a turn number")
+        if sample is not None and not (_is_int(sample) and sample >= 0):
+            raise ResultsFormatError(f"{where}: test {test['test_id']!r}: sample {sample!r} is not a count")
+        if not isinstance(test.get("passed", False), bool):
+            raise ResultsFormatError(f"{where}: test {test['test_id']!r}: 'passed' is not true/false")
+        if not isinstance(test.get("failure_class", PASSED), str):
+            raise ResultsFormatError(f"{where}: test {test['test_id']!r}: failure_class is not a name")
+        score = test.get("score")
+        if score is not None and (isinstance(score, bool) or not isinstance(score, (int, float))):
+            raise ResultsFormatError(f"{where}: test {test['test_id']!r}: score {score!r} is not a number")
+    for answer in task.get("answers", []):
+        for key in ("turn", "sample"):
+            value = answer.get(key)
+            if value is not None and not _is_int(value):
+                raise ResultsFormatError(f"{where}: an answer's {key} {value!r} is not an integer")
+        if not isinstance(answer.get("usage") or {}, dict):
+            raise ResultsFormatError(f"{where}: an answer's usage is not an object")
+
+
+def read_document(path: Path) -> dict[str, Any]:
+    """Read and check a results file (one error message for every way it can be wrong)."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ResultsFormatError(f"{path}: cannot read ({exc.strerror})") from None
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ResultsFormatError(f"{path}: not JSON ({exc.msg} at line {exc.lineno})") from None
+    return check_document(doc, str(path))
+
+
+def write_document(doc: Mapping[str, Any], path: Path) -> None:
+    """Write atomically: a reader never sees half a file, even if the run is killed."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(doc, indent=1, sort_keys=False) + "\n", encoding="utf-8")
+    os.replace(tmp, path)
+
+
+
+
+@dataclass(frozen=True)
+class ResultsDocument:
+    """A checked results document, read by key or through these accessors."""
+
+    data: Mapping[str, Any]
+
+    @classmethod
+    def read(cls, path: Path) -> "ResultsDocument":
+        return cls(read_document(path))
+
+    @property
+    def header(self) -> Mapping[str, Any]:
+        return self.data["header"]
+
+    @property
+    def subsets(self) -> Mapping[str, Mapping[str, Any]]:
+        return self.data["subsets"]
+
+    @property
+    def tasks(self) -> list[Mapping[str, Any]]:
+        return self.data["tasks"]
+
+    def tests(self) -> Iterator[tuple[Mapping[str, Any], Mapping[str, Any]]]:
+        """``(task entry, test entry)`` for every test of every task."""
+        for task in self.tasks:
+            for test in task.get("tests", []):
+                yield task, test

@@ -1,0 +1,236 @@
+"""The core's extension points: node ids, item records, episodes, judges and metric families.
+
+The end-to-end test plugs a new judge kind (cumulative: each test sees what the earlier ones
+did) and a new metric family into a run from a ``conftest.py``, the way ProcArena plugs in.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from pytest_plsqlbench import nodeids
+from pytest_plsqlbench.answers import Answer
+from pytest_plsqlbench.episode import Episode
+from pytest_plsqlbench.errors import UsageError
+from pytest_plsqlbench.families import REGISTRY, FamilyRegistry, MetricFamily, PlsqlBenchFamily
+from pytest_plsqlbench.judges import DEFAULT, Judge, JudgeRegistry
+from pytest_plsqlbench.outcomes import TestOutcome
+from pytest_plsqlbench.records import ItemRecord, TaskFacts, json_value
+from pytest_plsqlbench.tasks import Task, Turn, UnitTest
+
+pytest_plugins = ["pytester"]
+
+
+# --------------------------------------------------------------------------- node ids
+@pytest.mark.parametrize(
+    ("nodeid", "parts"),
+    [
+        ("smoke/clamp_value/below", ("smoke", "clamp_value", "below", 1, 0, False)),
+        ("spider2-mt/conv/turn-3/test-1", ("spider2-mt", "conv", "test-1", 3, 0, True)),
+        ("mbpp/Mbpp-2/sample-4/case-1", ("mbpp", "Mbpp-2", "case-1", 1, 3, False)),
+        ("m/t/sample-2/turn-2/x", ("m", "t", "x", 2, 1, True)),
+    ],
+)
+def test_node_ids_round_trip(nodeid: str, parts: tuple) -> None:
+    parsed = nodeids.parse(nodeid)
+    assert parsed is not None
+    assert (parsed.subset, parsed.node, parsed.test_id, parsed.turn, parsed.sample, parsed.multi_turn) == parts
+    assert str(parsed) == nodeid
+    assert nodeids.scope_of(nodeid) == f"{parts[0]}/{parts[1]}"
+
+
+@pytest.mark.parametrize("nodeid", ["tests/test_x.py::test_y", "smoke/only", "a/b/c/d/e"])
+def test_other_node_ids_are_not_benchmark_items(nodeid: str) -> None:
+    assert nodeids.parse(nodeid) is None
+
+
+def test_junit_classname_is_the_task_with_its_sample() -> None:
+    assert nodeids.junit_classname("s/t/turn-2/x") == "s.t"
+    assert nodeids.junit_classname("s/t/sample-2/turn-2/x") == "s.t.sample-2"
+
+
+# --------------------------------------------------------------------------- records
+def test_record_round_trip_keeps_numbers_typed() -> None:
+    rec = ItemRecord(
+        subset="s", task_id="t", node="t", turn=1, test_id="x", passed=True, score=1.35,
+        extra={"speedup": 1.35, "scans": 12, "ok": True, "note": "n" * 5000, "why": ValueError("v")},
+        task=TaskFacts(metadata={"a": 1}, n_tests=3),
+    )
+    data = json.loads(json.dumps(rec.to_dict()))
+    back = ItemRecord.from_dict(data)
+    assert back.extra["speedup"] == 1.35 and back.extra["scans"] == 12 and back.extra["ok"] is True
+    assert back.task == TaskFacts(metadata={"a": 1}, n_tests=3)
+    assert back.test_entry()["score"] == 1.35
+    assert "task" not in back.test_entry()
+    assert json_value("n" * 5000) == "n" * 1000 and json_value(ValueError("v")) == "v"
+
+
+def test_outcome_score_follows_passed_unless_given() -> None:
+    assert TestOutcome(1, "x", True).score == 1.0
+    assert TestOutcome(1, "x", False, "wrong_output").score == 0.0
+    assert TestOutcome(1, "x", True, score=2.5).score == 2.5
+
+
+# --------------------------------------------------------------------------- episodes
+def _task(turns: int) -> Task:
+    return Task(
+        id="t", subset="s", dialect="postgres",
+        turns=tuple(Turn(i, f"prompt {i}", (UnitTest("x", "assert", "SELECT 1;"),)) for i in range(1, turns + 1)),
+    )
+
+
+def test_episode_feeds_back_earlier_answers_and_carries_failures() -> None:
+    seen = []
+
+    def ask(task, turn, history, sample):  # noqa: ANN001, ANN202
+        seen.append((turn, [h.answer for h in history]))
+        if turn == 2:
+            return Answer(code=None, status="error", error="boom")
+        return Answer(code=f"code {turn}")
+
+    episode = Episode(_task(3))
+    assert episode.play(ask)
+    assert seen == [(1, []), (2, ["code 1"])]
+    assert [a.status for a in episode.answers] == ["ok", "error", "error"]
+    assert episode.answers[2].error == "turn 2: boom"
+
+    stopped = Episode(_task(3))
+    assert stopped.play(ask, carry_failures=False)  # ends at the failed turn, not "busy"
+    assert len(stopped.answers) == 2
+
+
+def test_episode_stops_when_an_answer_is_not_available_yet() -> None:
+    episode = Episode(_task(2))
+    assert not episode.play(lambda task, turn, history, sample: None)
+    assert episode.answers == [] and not episode.done
+
+
+# --------------------------------------------------------------------------- registries
+def test_unknown_kind_is_refused_by_the_registry_not_the_task_model() -> None:
+    test = UnitTest("x", "state", "CALL p();")  # a kind a plugin may define: the task model accepts it
+    with pytest.raises(ValueError, match="unknown kind 'state'"):
+        DEFAULT.check(test)
+
+    class StateJudge(Judge):
+        kind = "state"
+
+    JudgeRegistry().add([StateJudge()]).check(test)
+    with pytest.raises(ValueError, match="kind 'output' needs 'expected'"):
+        UnitTest("y", "output", "SELECT 1;")
+
+
+def test_unknown_metric_family_is_one_clear_error() -> None:
+    with pytest.raises(UsageError, match="unknown metric family 'nope'"):
+        FamilyRegistry([PlsqlBenchFamily()]).family("nope")
+    assert REGISTRY.family(None).name == "plsqlbench"
+    assert isinstance(REGISTRY["plsqlbench"], MetricFamily)
+
+
+# --------------------------------------------------------------------------- a plugged-in family
+CONFTEST = r'''
+import pytest
+
+from pytest_plsqlbench import Answer
+from pytest_plsqlbench.families import Column, PlsqlBenchFamily
+from pytest_plsqlbench.judges import Judge
+from pytest_plsqlbench.outcomes import TestOutcome
+from pytest_plsqlbench.tasks import Task, Turn, UnitTest
+
+#: Each run of it adds one to a session setting and prints the new value.
+BUMP = ("SELECT set_config('bench.n', (coalesce(nullif(current_setting('bench.n', true), ''), '0')::int + 1)::text,"
+        " false);")
+
+
+class CountJudge(Judge):
+    """Test k passes when the count is k: only true when tests see the earlier tests' effects."""
+
+    kind = "count"
+    mode = "cumulative"
+
+    def needs_expectation(self, test):
+        return True
+
+    def prepare(self, ctx, tests):
+        ctx.worker_cache.setdefault("prepared", []).append(ctx.task.id)
+        for turn, test in tests:
+            ctx.expected[(turn.index, test.id)] = str(test.options["k"])
+
+    def judge(self, ctx, turn, test, execution):
+        want = ctx.expected[(turn, test.id)]
+        got = execution.lines[-1] if execution.lines else ""
+        passed = got == want
+        return TestOutcome(turn, test.id, passed, "passed" if passed else "wrong_output",
+                           "" if passed else f"count {got}, expected {want}",
+                           score=int(got) / int(want), extra={"count": int(got), "prepared": len(ctx.worker_cache["prepared"])})
+
+
+class CountingFamily(PlsqlBenchFamily):
+    name = "counting"
+    columns = (Column("mean_test_pass", "Mean Test"), Column("mean_score", "Mean score", unit="ratio"))
+
+    def subset_figures(self, data):
+        figures = super().subset_figures(data)
+        scores = [t["score"] for e in data.entries for t in e["tests"]]
+        figures["mean_score"] = sum(scores) / len(scores)
+        return figures
+
+
+def pytest_plsql_judges(config):
+    return [CountJudge()]
+
+
+def pytest_plsql_metric_families():
+    return [CountingFamily()]
+
+
+def pytest_plsql_load_subset(config, manifest, settings):
+    if manifest.loader != "counting":
+        return None
+    tests = tuple(UnitTest(f"call-{k}", "count", BUMP, options={"k": k}) for k in (1, 2, 3))
+    return [Task(id=f"task{i}", subset=manifest.name, dialect=settings.dialect,
+                 turns=(Turn(1, "count", tests, reference="SELECT 1;"),)) for i in (1, 2)]
+'''
+
+
+def test_a_conftest_plugs_in_a_cumulative_judge_and_a_metric_family(pytester: pytest.Pytester) -> None:
+    pytester.makeconftest(CONFTEST)
+    tasks = pytester.mkdir("mytasks")
+    (tasks / "counting.yaml").write_text("name: counting\nloader: counting\ndialects: [postgres]\nmetrics: counting\n")
+    results = pytester.path / "r.json"
+    result = pytester.runpytest_subprocess(
+        "--subset", "counting", "--plsql-tasks", str(tasks), "--plsql-model=reference",
+        "--plsql-safety=off", f"--plsql-results={results}", "-p", "no:randomly",
+    )
+    assert result.ret == 0, result.stdout.str()
+    doc = json.loads(results.read_text())
+    subset = doc["subsets"]["counting"]
+    assert subset["metric_family"] == "counting"
+    assert subset["mean_test_pass"] == 1.0 and subset["mean_score"] == 1.0
+    tests = {(t["task_id"], x["test_id"]): x for t in doc["tasks"] for x in t["tests"]}
+    assert [tests[("task1", f"call-{k}")]["extra"]["count"] for k in (1, 2, 3)] == [1, 2, 3]  # ints, cumulative
+    assert isinstance(tests[("task1", "call-3")]["score"], float)
+    # Expectations are prepared once per task, and the worker cache outlives a task.
+    assert tests[("task2", "call-1")]["extra"]["prepared"] == 2
+    result.stdout.fnmatch_lines(["*Subset*Tasks*Tests*Mean Test*Mean score*", "counting*2*6*100.00*1.00x*"])
+
+
+def test_a_kind_without_a_judge_stops_the_run_with_one_line(pytester: pytest.Pytester) -> None:
+    pytester.makeconftest(CONFTEST.replace("return [CountJudge()]", "return []"))
+    tasks = pytester.mkdir("mytasks")
+    (tasks / "counting.yaml").write_text("name: counting\nloader: counting\ndialects: [postgres]\nmetrics: counting\n")
+    result = pytester.runpytest_subprocess("--subset", "counting", "--plsql-tasks", str(tasks), "--plsql-model=reference")
+    assert result.ret != 0
+    result.stderr.fnmatch_lines(["*task 'task1': unit test 'call-1': unknown kind 'count'*"])
+    assert "Traceback" not in result.stderr.str()
+
+
+def test_a_manifest_naming_an_unknown_family_stops_the_run(pytester: pytest.Pytester) -> None:
+    pytester.makeconftest(CONFTEST)
+    tasks = pytester.mkdir("mytasks")
+    (tasks / "counting.yaml").write_text("name: counting\nloader: counting\ndialects: [postgres]\nmetrics: nope\n")
+    result = pytester.runpytest_subprocess("--subset", "counting", "--plsql-tasks", str(tasks), "--plsql-model=reference")
+    assert result.ret != 0
+    result.stderr.fnmatch_lines(["*counting.yaml: unknown metric family 'nope'*"])
