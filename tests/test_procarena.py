@@ -365,3 +365,17 @@ def test_validate_finds_a_call_that_changes_nothing(backend: object, tmp_path: P
     (task,) = load(load_manifest(tmp_path / "tasks" / "mini.yaml"), Settings(subsets=("procarena-mini",)))
     problems = check_task(backend, task)
     assert any("mutant 'gold itself' passes every call" in p for p in problems)
+
+
+
+def test_deselected_calls_still_run_before_the_judged_one(tmp_path: Path) -> None:
+    """``-k call-6`` judges call 6 after calls 1..5 ran (the state it is compared with is gold's after 1..6)."""
+    (task,) = _mini_tasks()
+    answers = tmp_path / "answers.jsonl"
+    answers.write_text(json.dumps({"task_id": task.id, "subset": "procarena-mini", "answer": spec_of(task).mutants[0].code}) + "\n")
+    common = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--plsql-tasks", str(DATA / "tasks"),
+              "--subset", "procarena-mini", "-n", "0", "-q"]
+    ref = subprocess.run([*common, "--plsql-model=reference", "-k", "call-6"], cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    assert "1 passed, 5 deselected" in ref.stdout, ref.stdout[-2000:]
+    wrong = subprocess.run([*common, f"--plsql-answers={answers}", "-k", "call-6"], cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    assert "1 failed, 5 deselected" in wrong.stdout and "balance='101'" in wrong.stdout, wrong.stdout[-2000:]

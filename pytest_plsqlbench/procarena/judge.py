@@ -5,8 +5,10 @@ task's calls run in order, each kept (a call that raises has its own effects und
 failed ``CALL`` statement does). Item ``call-k`` passes when, after calls 1..k, the candidate's
 state equals gold's and both raised or neither did (with the same error code when raised).
 
-Gold's states are computed once per worker (cached on the backend) in a task scope of their
-own; the candidate runs in the next one. PostgreSQL: every write happens inside the task's
+:class:`CallSuiteJudge` is the core's cumulative judge of kind ``procarena-state``: gold's states
+are computed in :meth:`~CallSuiteJudge.prepare`, once per worker (the backend's judge cache), in a
+task scope of their own; the candidate runs in the next one, call k in item ``call-k`` (earlier
+calls a ``-k`` deselected still run first). PostgreSQL: every write happens inside the task's
 transaction and is rolled back at the end. Oracle, where calls may COMMIT and DDL commits: the
 clean state is restored after every run (:mod:`.oracle_restore`).
 """
@@ -15,10 +17,9 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import time
 import weakref
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any
 
 from .. import outcomes
 from ..answers import Answer
@@ -338,10 +339,6 @@ class CallSuiteJudge(Judge):
 
 def judges() -> list[Judge]:
     return [CallSuiteJudge()]
-
-
-def is_call_suite(task: Task) -> bool:
-    return task.metadata.get("judge") == "procarena"
 
 
 def evaluate(backend: Backend, task: Task, answer: "Answer | str | None") -> list[TestOutcome]:
