@@ -379,3 +379,20 @@ def test_deselected_calls_still_run_before_the_judged_one(tmp_path: Path) -> Non
     assert "1 passed, 5 deselected" in ref.stdout, ref.stdout[-2000:]
     wrong = subprocess.run([*common, f"--plsql-answers={answers}", "-k", "call-6"], cwd=tmp_path, capture_output=True, text=True, timeout=600)
     assert "1 failed, 5 deselected" in wrong.stdout and "balance='101'" in wrong.stdout, wrong.stdout[-2000:]
+
+
+def test_show_prompt_prints_the_visible_part_only(tmp_path: Path) -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--plsql-tasks", str(DATA / "tasks"),
+         "--subset", "procarena-mini", "--plsql-show-prompt=postgres_a1_000"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=300,
+    )
+    spec = spec_of(_mini_tasks()[0])
+    assert "## Requirement" in proc.stdout and "## Required signature" in proc.stdout, proc.stdout[-2000:] + proc.stderr
+    assert "Table tinybank.transfers" in proc.stdout
+    assert spec.calls[0] not in proc.stdout and "v_from.balance - p_amount" not in proc.stdout
+
+
+def test_too_many_tables_is_a_state_of_its_own() -> None:
+    big = {"<too many tables>": st.table_state("<too many tables>", (), (), "900 tables")}
+    assert st.diff({}, big) == ["table <too many tables>: created by the answer, not by gold (0 row(s))"]

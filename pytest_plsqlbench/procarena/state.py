@@ -36,6 +36,8 @@ from ..errors import InfrastructureError
 
 #: Rows read per table at most; a larger table is recorded as such (and differs from gold's).
 MAX_ROWS = 100_000
+#: Tables read at most (an answer creating thousands of tables must not stall the harness).
+MAX_TABLES = 500
 FLOAT_DIGITS = 12
 #: Rows of a difference shown in a failure message (per side).
 SHOWN_ROWS = 3
@@ -214,6 +216,9 @@ def pg_snapshot(conn: Any, schemas: Iterable[str], max_rows: int = MAX_ROWS) -> 
         for stmt in _PG_SETTINGS:
             conn.execute(stmt)
         tables = conn.execute(_PG_TABLES, (schemas,)).fetchall()
+        if len(tables) > MAX_TABLES:
+            out["<too many tables>"] = table_state("<too many tables>", (), (), f"{len(tables)} tables")
+            tables = tables[:MAX_TABLES]
         for schema, table, oid in tables:
             cols = conn.execute(_PG_COLUMNS, (oid,)).fetchall()
             name = f"{schema}.{table}".lower()
@@ -277,6 +282,9 @@ def ora_snapshot(conn: Any, owners: Iterable[str], max_rows: int = MAX_ROWS) -> 
     try:
         cur.execute(ORA_TABLES.format(owners=binds), {f"o{i}": o for i, o in enumerate(owners)})
         tables = cur.fetchall()
+        if len(tables) > MAX_TABLES:
+            out["<too many tables>"] = table_state("<too many tables>", (), (), f"{len(tables)} tables")
+            tables = tables[:MAX_TABLES]
         for owner, table in tables:
             cur.execute(ORA_COLUMNS, {"o": owner, "t": table})
             cols = cur.fetchall()
