@@ -26,7 +26,7 @@ from filelock import FileLock
 
 from .errors import DataError, UsageError
 from .manifests import Manifest, Source
-from .settings import Settings
+from .settings import Settings, source_from_environment
 
 log = logging.getLogger(__name__)
 
@@ -48,7 +48,7 @@ def sha256_file(path: Path) -> str:
 def _local_override(source: Source, settings: Settings) -> Path | None:
     if source.name in settings.sources:
         return settings.sources[source.name]
-    env = os.environ.get("PLSQLBENCH_SOURCE_" + source.name.upper().replace("-", "_"))
+    env = source_from_environment(source.name)
     if env:
         return Path(env).expanduser()
     if source.kind == "plsqlbench" and settings.data is not None:

@@ -367,3 +367,35 @@ class Settings:
             safety=v["safety"],
             model_aliases=aliases,
         )
+
+
+# --------------------------------------------------------------------------- environment
+# Every environment variable the plugin reads is read in this module: the options' fallbacks
+# above, and these for the parts that are not options.
+
+
+@dataclass(frozen=True)
+class OracleEnvironment:
+    """Oracle connection facts from the environment (not options: they name a site's setup)."""
+
+    #: ``PLSQL_ORACLE_DSN``, else ``PLSQL_DSN``: the DSN when ``--plsql-dsn`` is not given.
+    dsn: str | None = None
+    #: ``PLSQL_ORACLE_IMAGE``: the container image for ``--plsql-db=container``.
+    image: str | None = None
+    #: ``TNS_ADMIN``: the wallet/tnsnames folder (python-oracledb's ``config_dir``).
+    tns_admin: str | None = None
+
+
+def oracle_environment(environ: Mapping[str, str] | None = None) -> OracleEnvironment:
+    env = os.environ if environ is None else environ
+    return OracleEnvironment(
+        dsn=env.get("PLSQL_ORACLE_DSN") or env.get("PLSQL_DSN") or None,
+        image=env.get("PLSQL_ORACLE_IMAGE") or None,
+        tns_admin=env.get("TNS_ADMIN") or None,
+    )
+
+
+def source_from_environment(name: str, environ: Mapping[str, str] | None = None) -> str | None:
+    """``PLSQLBENCH_SOURCE_<NAME>``: a local copy of the data source ``name`` of a manifest."""
+    env = os.environ if environ is None else environ
+    return env.get("PLSQLBENCH_SOURCE_" + name.upper().replace("-", "_")) or None

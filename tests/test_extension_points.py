@@ -15,7 +15,7 @@ from pytest_plsqlbench import nodeids
 from pytest_plsqlbench.answers import Answer
 from pytest_plsqlbench.episode import Episode
 from pytest_plsqlbench.errors import UsageError
-from pytest_plsqlbench.families import REGISTRY, FamilyRegistry, MetricFamily, PlsqlBenchFamily
+from pytest_plsqlbench.families import REGISTRY, Column, FamilyRegistry, MetricFamily, PlsqlBenchFamily
 from pytest_plsqlbench.judges import DEFAULT, Judge, JudgeRegistry
 from pytest_plsqlbench.outcomes import TestOutcome
 from pytest_plsqlbench.records import ItemRecord, TaskFacts, json_value
@@ -234,3 +234,57 @@ def test_a_manifest_naming_an_unknown_family_stops_the_run(pytester: pytest.Pyte
     result = pytester.runpytest_subprocess("--subset", "counting", "--plsql-tasks", str(tasks), "--plsql-model=reference")
     assert result.ret != 0
     result.stderr.fnmatch_lines(["*counting.yaml: unknown metric family 'nope'*"])
+
+
+# --------------------------------------------------------------------------- families in documents and reports
+class _RatioFamily(PlsqlBenchFamily):
+    name = "ratio-test"
+    columns = (Column("mean_test_pass", "Mean Test"), Column("speedup", "Speedup", unit="ratio"))
+
+    def subset_figures(self, data):  # noqa: ANN001, ANN201
+        figures = super().subset_figures(data)
+        scores = [t["score"] for e in data.entries for t in e["tests"] if t.get("score") is not None]
+        figures["speedup"] = len(scores) / sum(1 / s for s in scores)  # harmonic mean
+        return figures
+
+
+def _entries(subset: str, scores: list[float]) -> list[dict]:
+    return [
+        {"subset": subset, "task_id": f"t{i}", "n_turns": 1, "n_tests": 1,
+         "tests": [{"turn": 1, "test_id": "x", "sample": 0, "passed": True, "failure_class": "passed", "score": s}]}
+        for i, s in enumerate(scores)
+    ]
+
+
+def test_document_summary_report_and_merge_take_columns_from_the_family(tmp_path: Path) -> None:
+    from pytest_plsqlbench.reporting.merge import merge_documents
+    from pytest_plsqlbench.reporting.render import render
+    from pytest_plsqlbench.results import build_document
+    from pytest_plsqlbench.summary import summary_lines
+
+    REGISTRY.add([_RatioFamily()])
+    header = {"subsets": ["fast", "smoke"], "samples": 1}
+    info = {"fast": {"metric_family": "ratio-test"}, "smoke": {}}
+    tasks = _entries("fast", [2.0, 0.5]) + _entries("smoke", [1.0])
+    doc = build_document(header, tasks, info)
+    assert doc["subsets"]["fast"]["metric_family"] == "ratio-test"
+    assert doc["subsets"]["fast"]["speedup"] == pytest.approx(0.8)  # harmonic mean of 2 and 0.5
+    assert doc["subsets"]["smoke"]["metric_family"] == "plsqlbench" and "speedup" not in doc["subsets"]["smoke"]
+    lines = "\n".join(summary_lines(doc))
+    assert "Speedup" in lines and "0.80x" in lines and "Episode Pass@1" in lines  # one table per family
+    html = render(doc, "html")
+    assert "Speedup" in html and "0.80x" in html
+    # merge rebuilds each subset with the family its document names
+    half = [(f"p{n}", build_document({**header, "shard": f"{n}/2"}, part, info)) for n, part in
+            enumerate((tasks[:1], tasks[1:]), 1)]
+    merged = merge_documents(half)
+    assert merged["subsets"]["fast"]["speedup"] == pytest.approx(0.8)
+
+
+def test_a_report_of_a_family_not_installed_falls_back_to_the_default_columns(caplog: pytest.LogCaptureFixture) -> None:
+    from pytest_plsqlbench.summary import summary_lines
+
+    doc = {"subsets": {"x": {"metric_family": "not-installed", "tasks": 1, "tests": 1, "mean_test_pass": 1.0}}}
+    lines = summary_lines(doc)
+    assert any("Mean Test Pass@1" in line for line in lines)
+    assert "unknown metric family 'not-installed'" in caplog.text

@@ -287,8 +287,12 @@ def test_corrupt_answer_cache_entry_counts_as_missing_not_fatal(pytester: pytest
         # Cache only: the corrupt entry counts as missing; its task is not generated, and listed.
         out = pytester.path / "r.json"
         result = run(pytester, *base, "--plsql-cache-only", f"--plsql-results={out}")
-        assert result.ret in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED)
+        # The task without an answer fails its items (not generated); the other task still passes.
+        assert result.ret == pytest.ExitCode.TESTS_FAILED
+        result.assert_outcomes(passed=3, failed=3)
         doc = json.loads(out.read_text())
+        not_generated = [t for t in doc["tasks"] for x in t["tests"] if x["failure_class"] == "not_generated"]
+        assert len(not_generated) == 3 and len({t["task_id"] for t in not_generated}) == 1
         assert len(doc["subsets"]["mini"]["excluded_tasks"]) == 1
         assert doc["subsets"]["mini"]["mean_test_pass"] == 1.0
         assert len(stub.bodies()) == asked

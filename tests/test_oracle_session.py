@@ -13,6 +13,7 @@ from __future__ import annotations
 import datetime as dt
 import decimal
 import re
+import sys
 from dataclasses import dataclass, field
 from types import SimpleNamespace
 from typing import Any
@@ -305,7 +306,7 @@ def db(monkeypatch: pytest.MonkeyPatch) -> FakeDb:
         connect=lambda **kw: Connection(state),
         **vars(DB),
     )
-    monkeypatch.setattr(oracle, "_driver", lambda: driver)
+    monkeypatch.setitem(sys.modules, "oracledb", driver)  # what every module's _driver() imports
     return state
 
 
@@ -558,7 +559,7 @@ def server(monkeypatch: pytest.MonkeyPatch) -> FakeServer:
         connect=lambda **kw: AdminConnection(state),
         **vars(DB),
     )
-    monkeypatch.setattr(oracle, "_driver", lambda: driver)
+    monkeypatch.setitem(sys.modules, "oracledb", driver)  # what every module's _driver() imports
     return state
 
 

@@ -281,6 +281,27 @@ def test_statement_is_frozen_and_carries_line() -> None:
     with pytest.raises(AttributeError):
         stmt.text = "x"  # type: ignore[misc]
     assert stmt.first_word == "SELECT"
+    # split() gives each statement the 1-based line it starts on, past blank lines, comments and
+    # multi-line PL/SQL blocks, so an error message can point at the right line of the script.
+    script = (
+        "-- header\n"
+        "\n"
+        "CREATE OR REPLACE FUNCTION f RETURN NUMBER IS\n"
+        "BEGIN\n"
+        "  RETURN 1;\n"
+        "END;\n"
+        "/\n"
+        "SET SERVEROUTPUT ON\n"
+        "select  f()\n"
+        "  from dual;\n"
+    )
+    got = split(script, "oracle")
+    assert [(s.kind, s.first_word, s.line) for s in got] == [
+        ("plsql", "CREATE", 3),
+        ("client", "SET", 8),
+        ("sql", "SELECT", 9),
+    ]
+    assert got[1].command == "SET"
 
 
 # --------------------------------------------------------------------------- the fast tokenizer

@@ -11,9 +11,12 @@ from __future__ import annotations
 import abc
 import threading
 from dataclasses import dataclass, field
-from typing import Any, Literal, Sequence
+from typing import TYPE_CHECKING, Any, Literal, Sequence
 
 from ..tasks import Fixture
+
+if TYPE_CHECKING:
+    from ..settings import Settings
 
 Phase = Literal["install", "test", "reference"]
 
@@ -104,9 +107,18 @@ class Session(abc.ABC):
 
 
 class Backend(abc.ABC):
-    """A database for one worker."""
+    """A database for one worker.
+
+    Besides the abstract lifecycle, a backend offers its session the call-backs below; each has a
+    harmless default or raises ``NotImplementedError``, so a dialect implements those its own
+    session uses (Oracle: ``serial_of``, ``kill_session``, ``rebuild_candidate``,
+    ``baseline_snapshot``; PostgreSQL: ``reset_scratch``, plus its ``candidate_dsn`` and
+    ``limit_reset`` attributes).
+    """
 
     dialect: str = ""
+    #: The run's settings: sessions read the statement timeout and the output cap from them.
+    settings: "Settings"
 
     def __init__(self) -> None:
         self._loaded: list[Fixture] = []
@@ -158,6 +170,27 @@ class Backend(abc.ABC):
     @abc.abstractmethod
     def recover(self) -> None:
         """After an infrastructure error: bring the database and the session back, or raise."""
+
+    # ----------------------------------------------------------------- session call-backs
+    def serial_of(self, sid: int) -> int:
+        """The server's serial number of session ``sid`` (with the sid it names one session); 0 if unknown."""
+        return 0
+
+    def kill_session(self, sid: int, serial: int) -> None:
+        """End a candidate session that ran past the timeout, from the harness's own connection."""
+        raise NotImplementedError(f"{type(self).__name__} cannot end sessions")
+
+    def rebuild_candidate(self) -> None:
+        """Janitor of last resort: return the candidate's schema to the state fixtures left it in."""
+        raise NotImplementedError(f"{type(self).__name__} cannot rebuild the candidate schema")
+
+    def reset_scratch(self) -> None:
+        """Janitor of last resort where the candidate works in a scratch schema: empty it."""
+        raise NotImplementedError(f"{type(self).__name__} has no scratch schema")
+
+    def baseline_snapshot(self, session: "Session") -> Any:
+        """What the candidate's schema holds after the fixtures (the janitor restores to it)."""
+        raise NotImplementedError(f"{type(self).__name__} keeps no baseline snapshot")
 
     def __enter__(self) -> "Backend":
         self.start()

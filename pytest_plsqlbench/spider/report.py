@@ -21,6 +21,7 @@ from typing import Any, Generator
 import pytest
 
 from .. import outcomes
+from ..collect import PlsqlItem
 from ..comparators import LENIENT_RULES, compare_rows_lenient
 from ..manifests import Manifest
 from ..settings import Settings
@@ -56,9 +57,10 @@ class SpiderReport:
         self, item: pytest.Item, call: pytest.CallInfo[None]
     ) -> Generator[None, Any, Any]:
         report = yield
-        task = _task_of(item)
-        outcome = getattr(item, "outcome", None)
-        if call.when != "call" or task is None or task.subset not in self.tasks or outcome is None:
+        if call.when != "call" or not isinstance(item, PlsqlItem) or item.outcome is None:
+            return report
+        task, outcome = item.task_node.task, item.outcome
+        if task.subset not in self.tasks:
             return report
         rec: dict[str, Any] = {
             "subset": task.subset,
@@ -67,7 +69,7 @@ class SpiderReport:
             "failure_class": outcome.failure_class,
             "data_rows": task.metadata.get("data_rows", 0),
         }
-        test = item.test  # type: ignore[attr-defined]
+        test = item.test
         if (
             self.settings.model == "reference"
             and test.kind == "rows"
@@ -232,11 +234,6 @@ class SpiderReport:
 
 def _counts(counts: dict[str, int]) -> str:
     return ", ".join(f"{k} {v}" for k, v in counts.items())
-
-
-def _task_of(item: pytest.Item) -> Task | None:
-    parent = getattr(item, "parent", None)
-    return getattr(parent, "task", None)
 
 
 def reporter(config: pytest.Config, settings: Settings) -> SpiderReport:
