@@ -396,3 +396,23 @@ def test_show_prompt_prints_the_visible_part_only(tmp_path: Path) -> None:
 def test_too_many_tables_is_a_state_of_its_own() -> None:
     big = {"<too many tables>": st.table_state("<too many tables>", (), (), "900 tables")}
     assert st.diff({}, big) == ["table <too many tables>: created by the answer, not by gold (0 row(s))"]
+
+
+def test_runner_calls_judge_finish_after_the_scope(backend: object) -> None:
+    """Judge.finish (added for the Oracle restore) runs once per task, after the task's scope ended."""
+    from pytest_plsqlbench.judges import DEFAULT, AssertJudge, JudgeRegistry
+    from pytest_plsqlbench.runner import evaluate_task
+    from pytest_plsqlbench.tasks import Task, Turn, UnitTest
+
+    calls: list[str] = []
+
+    class Counted(AssertJudge):
+        kind = "counted"
+
+        def finish(self, ctx):  # noqa: ANN001, ANN201
+            calls.append(ctx.task.id)
+
+    task = Task(id="t", subset="s", dialect="postgres",
+                turns=(Turn(1, "p", (UnitTest("a", "counted", "SELECT 1"), UnitTest("b", "counted", "SELECT 2"))),))
+    report = evaluate_task(backend, task, ["SELECT 1;"], judges=JudgeRegistry([*DEFAULT.values(), Counted()]))  # type: ignore[arg-type]
+    assert report.passed and calls == ["t"]

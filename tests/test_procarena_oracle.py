@@ -171,3 +171,94 @@ def test_oracle_gold_passes_mutants_fail_and_state_is_restored() -> None:
                 assert not all(o.passed for o in evaluate(backend, task, mutant.code)), f"{task.id}: {mutant.why}"
             # after the runs (which committed), gold from the clean state still passes: restored
             assert all(o.passed for o in evaluate(backend, task, spec.gold)), f"{task.id}: state not restored"
+
+
+# --------------------------------------------------------------------------- the judge's Oracle access
+class FakeBackend:
+    """What OracleAccess uses of OracleBackend: grants, admin SQL, the registry lock, the session."""
+
+    dialect = "oracle"
+
+    def __init__(self) -> None:
+        from types import SimpleNamespace
+
+        self.admin_sql = FakeAdmin()
+        self.admin = SimpleNamespace(commit=self.admin_sql.commit)
+        self.judge_cache: dict = {}
+        self.grants: list = []
+        self.locks: list[str] = []
+        self.registry: dict[str, str] = {}
+        self.candidate = "PLSQLB_GW0_1"
+        self._loaded = [type("F", (), {"key": "procarena:warehouse:oracle:abc"})()]
+        self.session_sql: list[str] = []
+
+    def allow_writes(self, schemas: list) -> None:
+        self.grants.append(list(schemas))
+
+    def _admin_sql(self, text: str, params: list) -> list:
+        return self.admin_sql.sql(text, params)
+
+    @__import__("contextlib").contextmanager
+    def _database_lock(self, key: str):  # noqa: ANN202
+        self.locks.append(f"acquire {key}")
+        yield self.registry.get(key)
+        self.locks.append(f"release {key}")
+
+    def _lock_conn_sql(self, text: str, params: list) -> None:
+        assert "status = 'loaded'" in text
+        self.registry[params[0]] = "loaded"
+
+    def session(self):  # noqa: ANN201
+        backend = self
+
+        class S:
+            conn = FakeConn()
+
+            def _sql(self, text: str, params: object = ()) -> list:
+                backend.session_sql.append(text)
+                return []
+
+        return S()
+
+
+def _task(**meta: object):  # noqa: ANN202
+    from pytest_plsqlbench.tasks import Task, Turn, UnitTest
+
+    test = UnitTest(id="call-1", kind="procarena-state", script="BEGIN p(1); END;", options={"call": 1})
+    return Task(id="oracle_a1_000", subset="s", dialect="oracle", turns=(Turn(1, "p", (test,), reference="x"),),
+                metadata={"schema": "warehouse", **meta})
+
+
+def test_oracle_access_grants_shadows_once_and_holds_the_schema_per_task() -> None:
+    from pytest_plsqlbench.procarena.judge import OracleAccess
+
+    backend = FakeBackend()
+    for _ in range(2):  # two tasks on one worker
+        access = OracleAccess(backend, _task())  # type: ignore[arg-type]
+        access.prepare()
+        access.hold()
+        access.restore()
+        access.release()
+    assert backend.grants == [["warehouse"]]
+    creates = [s for s in backend.admin_sql.log if s.startswith("CREATE TABLE")]
+    assert len(creates) == 3, "shadows are made once per fixture content, not per task"
+    shadow_key = next(k for k in backend.registry if k.startswith("procarena-shadow:WAREHOUSE:"))
+    run_key = "procarena-run:WAREHOUSE"
+    assert backend.locks == [f"acquire {shadow_key}", f"release {shadow_key}",
+                             f"acquire {run_key}", f"release {run_key}", f"acquire {run_key}", f"release {run_key}"]
+    deletes = [s for s in backend.admin_sql.log if s.startswith("DELETE")]
+    assert deletes[:3] == ['DELETE FROM "WAREHOUSE"."MOVES"', 'DELETE FROM "WAREHOUSE"."ITEMS"',
+                           'DELETE FROM "WAREHOUSE"."SUPPLIERS"'] and len(deletes) == 6
+
+
+def test_oracle_access_plforge_synonyms_are_made_and_dropped() -> None:
+    from pytest_plsqlbench.procarena.judge import OracleAccess
+
+    backend = FakeBackend()
+    access = OracleAccess(backend, _task(search_path=["warehouse"]))  # type: ignore[arg-type]
+    access.prepare()
+    assert backend.session_sql[:3] == [f'CREATE OR REPLACE SYNONYM "{t}" FOR "WAREHOUSE"."{t}"'
+                                        for t in ("ITEMS", "MOVES", "SUPPLIERS")]
+    access.hold()
+    access.release()
+    assert all("DROP SYNONYM" in s for s in backend.session_sql[3:]) and len(backend.session_sql) == 6

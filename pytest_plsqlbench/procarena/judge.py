@@ -75,6 +75,13 @@ class Access:
 
     def prepare(self) -> None: ...
 
+    def grant_writes(self) -> None:
+        """The candidate may write the task schema's tables (granted once per worker and schema)."""
+        done = self.backend.judge_cache.setdefault("procarena-writable", set())
+        if self.schema.lower() not in done:
+            self.backend.allow_writes([self.schema])
+            done.add(self.schema.lower())
+
     def begin(self) -> None:
         """Right after the session's begin_task: set up the run's scope (e.g. search_path)."""
 
@@ -101,7 +108,7 @@ class Access:
 
 class PostgresAccess(Access):
     def prepare(self) -> None:
-        self.backend.allow_writes([self.schema])  # type: ignore[attr-defined]
+        self.grant_writes()
 
     def begin(self) -> None:
         path = self.task.metadata.get("search_path")
@@ -121,7 +128,7 @@ class OracleAccess(Access):
     def prepare(self) -> None:
         from .oracle_restore import Restorer
 
-        self.backend.allow_writes([self.schema])  # type: ignore[attr-defined]
+        self.grant_writes()
         self.restorer = Restorer.for_backend(self.backend, self.schema)
         self._synonyms(create=True)
 
