@@ -8,6 +8,7 @@ sqlglot cannot read is shown as written rather than dropped.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 
 import sqlglot
@@ -127,11 +128,14 @@ def tables_of(script: str, dialect: str) -> list[Table]:
     for stmt in split(script, dialect):
         if stmt.kind == "client" or stmt.first_word not in ("CREATE", "INSERT"):
             continue
+        is_table = stmt.first_word == "CREATE" and " TABLE " in f" {' '.join(stmt.text[:80].upper().split())} "
+        if stmt.first_word == "CREATE" and not is_table:
+            continue  # indexes, views, sequences: not part of the description
         try:
             tree = sqlglot.parse_one(stmt.text, read=_READ[dialect])
         except SqlglotError:
             tree = None
-        if stmt.first_word == "CREATE" and " TABLE " in f" {stmt.text[:80].upper()} ":
+        if is_table:
             table = _create(tree, dialect) if isinstance(tree, exp.Create) else None
             if table is None:
                 name = f"statement at line {stmt.line}"
@@ -140,6 +144,12 @@ def tables_of(script: str, dialect: str) -> list[Table]:
         elif isinstance(tree, exp.Insert):
             _insert(tree, tables)
     return list(tables.values())
+
+
+@functools.lru_cache(maxsize=64)
+def describe_fixture(script: str, dialect: str) -> str:
+    """:func:`describe` of a fixture script (memoised: every task of a database shares it)."""
+    return describe(tables_of(script, dialect), dialect)
 
 
 def describe(tables: list[Table], dialect: str) -> str:

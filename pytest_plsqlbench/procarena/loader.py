@@ -28,7 +28,7 @@ from ..resources import fixtures_dir
 from ..settings import Settings
 from ..tasks import Fixture, Task, Turn, UnitTest
 from . import JUDGE, SCENARIO_NAMES
-from .describe import describe, tables_of
+from .describe import describe_fixture
 from .prompt import render
 from .spec import ProcSpec, SpecError, read
 
@@ -62,7 +62,7 @@ def build_task(spec: ProcSpec, subset: str, db_fixture: Fixture) -> Task:
     if spec.components:
         fixtures.append(Fixture(key=f"procarena:components:{spec.id}:{_digest(spec.components)}",
                                 script=spec.components, description=f"{spec.id} components"))
-    description = describe(tables_of(db_fixture.script, spec.dialect), spec.dialect)
+    description = describe_fixture(db_fixture.script, spec.dialect)
     prompt = render(
         dialect=spec.dialect, requirement=spec.requirement, database=spec.database, procedure=spec.procedure,
         signature=spec.signature, description=description, materials=spec.materials, schema=spec.schema or None,

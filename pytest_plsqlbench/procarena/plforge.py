@@ -36,7 +36,7 @@ from ..manifests import Manifest, discover
 from ..settings import Settings
 from ..tasks import Fixture, Task, Turn, UnitTest
 from . import JUDGE
-from .describe import describe, tables_of
+from .describe import describe_fixture
 from .loader import KIND
 from .prompt import render
 
@@ -137,7 +137,7 @@ def load(manifest: Manifest, settings: Settings) -> list[Task]:
                 fixtures = (catalog.oracle_fixture(owner),)
                 schema = owner
             meta["search_path"] = [schema]
-            description = describe(tables_of(fixtures[0].script, settings.dialect), settings.dialect)
+            description = describe_fixture(fixtures[0].script, settings.dialect)
         meta["schema"] = schema
         signature = _signature(gold, procedure)
         prompt = render(dialect=settings.dialect, requirement=text, database=rec["database"], procedure=procedure,
