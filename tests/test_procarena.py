@@ -192,9 +192,10 @@ def test_sample_prompts_never_show_hidden_fields() -> None:
         for task in _sample_tasks(dialect):
             spec = spec_of(task)
             prompt = task.turns[0].prompt
-            hidden = [*spec.calls, *(m.code for m in spec.mutants)]
-            if spec.interactive:
-                hidden += [e.answer for e in spec.interactive.ledger]
+            shown = {m.text.strip() for m in spec.materials}
+            # A mutant may be the attachment itself (B1's "change not made"): that one is visible
+            # by design. Ledger answers are facts of the complete Direct requirement, so not hidden here.
+            hidden = [*spec.calls, spec.gold, *(m.code for m in spec.mutants if m.code.strip() not in shown)]
             for text in hidden:
                 assert text.strip() not in prompt, f"{task.id}: a hidden field reaches the prompt"
 
