@@ -30,6 +30,7 @@ def render(
         f"Create it with CREATE OR REPLACE PROCEDURE {procedure}(...), without a schema prefix.",
         f"Refer to the tables schema-qualified ({schema}.<table>)." if schema else "Refer to the tables by name.",
         "Do not COMMIT or ROLLBACK: the caller owns the transaction.",
+        "Create no tables of your own: every table is part of the database state that is checked.",
         "Raise an error where the requirement says the call must fail"
         + (" (RAISE EXCEPTION)." if dialect == "postgres" else " (RAISE_APPLICATION_ERROR)."),
     ]
