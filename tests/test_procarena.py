@@ -356,7 +356,8 @@ def test_validate_finds_a_call_that_changes_nothing(backend: object, tmp_path: P
     from pytest_plsqlbench.procarena.validate import check_task
 
     raw = yaml.safe_load(MINI_TASK.read_text())
-    raw["calls"] = [*raw["calls"], "CALL move_money(1, 2, 10, DATE '2024-02-01');".replace("10", "0")]
+    raw["calls"] = [*raw["calls"], "CALL move_money(1, 2, 10, DATE '2024-02-01');".replace("10", "0"),
+                    "CALL move_money(1);"]
     raw["mutants"] = [{"why": "gold itself", "code": raw["gold"]}]
     folder = tmp_path / "tasks" / "mini" / "postgres"
     folder.mkdir(parents=True)
@@ -366,6 +367,7 @@ def test_validate_finds_a_call_that_changes_nothing(backend: object, tmp_path: P
     (task,) = load(load_manifest(tmp_path / "tasks" / "mini.yaml"), Settings(subsets=("procarena-mini",)))
     problems = check_task(backend, task)
     assert any("mutant 'gold itself' passes every call" in p for p in problems)
+    assert any(p.startswith("postgres_a1_000: call-8 fails under gold as interface") for p in problems), problems
 
 
 

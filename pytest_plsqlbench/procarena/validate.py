@@ -1,6 +1,7 @@
 """``plsqlbench validate --subset procarena-sample``: the call suite must discriminate.
 
-Checks per task, on a real database: gold installs and passes its own calls; every call changes
+Checks per task, on a real database: gold installs and passes its own calls, none of them timing
+out or failing as a wrong call (an application error it raises on purpose is fine); every call changes
 the state under gold (ProcArena keeps only calls that do, §3.1) -- the state after call k differs
 from the state after call k-1, or the call raises as the task intends, which counts as a change
 only when it is meant (a raising call is reported so a person can check it); gold is not a
@@ -10,6 +11,7 @@ least one call.
 
 from __future__ import annotations
 
+from .. import outcomes
 from ..manifests import Manifest
 from ..runner import open_backend
 from ..settings import Settings
@@ -30,6 +32,9 @@ def check_task(backend, task) -> list[str]:  # noqa: ANN001 - Backend, Task
         problems.append(f"{task.id}: gold fails its own calls (nondeterministic?)")
     previous = run.clean
     for n, call in enumerate(run.calls, 1):
+        if call.error is not None and call.error.failure_class in (outcomes.TIMEOUT, outcomes.INVALID_ARTIFACT,
+                                                                    outcomes.INTERFACE):
+            problems.append(f"{task.id}: call-{n} fails under gold as {call.error.failure_class}: {call.error.short()}")
         if call.error is None and not st.diff(previous, call.state):
             problems.append(f"{task.id}: call-{n} does not change the state under gold")
         previous = call.state
