@@ -75,7 +75,7 @@ class Episode:
         return True
 
     @classmethod
-    def of(cls, task: Task, answers: Sequence["Answer | str | None"], sample: int = 0) -> "Episode":
+    def of(cls, task: Task, answers: Sequence[Answer | str | None], sample: int = 0) -> Episode:
         """An episode whose answers are already known (scripts, ``evaluate_task``)."""
         if len(answers) != len(task.turns):
             raise ValueError(f"task {task.id}: {len(answers)} answers for {len(task.turns)} turns")
@@ -84,7 +84,7 @@ class Episode:
         return episode
 
 
-def as_answer(answer: "Answer | str | None") -> Answer:
+def as_answer(answer: Answer | str | None) -> Answer:
     if isinstance(answer, Answer):
         return answer
     if answer is None:

@@ -56,7 +56,7 @@ class SubsetInput:
     """What the core hands a family for one subset."""
 
     name: str
-    results: "Sequence[TaskResult]"
+    results: Sequence[TaskResult]
     #: The scored task entries of the document (identity, metadata, tests, task figures).
     entries: Sequence[Mapping[str, Any]]
     #: Failed unit tests and failed analysis units by class, and the judged units.
@@ -72,7 +72,7 @@ class MetricFamily:
     name: ClassVar[str] = ""
     columns: ClassVar[tuple[Column, ...]] = ()
 
-    def task_figures(self, result: "TaskResult", entry: Mapping[str, Any]) -> dict[str, Any]:
+    def task_figures(self, result: TaskResult, entry: Mapping[str, Any]) -> dict[str, Any]:
         """Figures of one task (all samples), merged into its entry in the document."""
         return {}
 
@@ -98,7 +98,7 @@ class PlsqlBenchFamily(MetricFamily):
         Column("episode_pass", "Episode Pass@1"),
     )
 
-    def task_figures(self, result: "TaskResult", entry: Mapping[str, Any]) -> dict[str, Any]:
+    def task_figures(self, result: TaskResult, entry: Mapping[str, Any]) -> dict[str, Any]:
         per_sample = [
             {
                 "sample": s.sample,
@@ -126,7 +126,7 @@ class FamilyRegistry(Mapping[str, MetricFamily]):
         self._by_name: dict[str, MetricFamily] = {}
         self.add(families)
 
-    def add(self, families: Iterable[MetricFamily]) -> "FamilyRegistry":
+    def add(self, families: Iterable[MetricFamily]) -> FamilyRegistry:
         for family in families:
             if not isinstance(family, MetricFamily) or not family.name:
                 raise TypeError(f"{family!r} is not a MetricFamily with a name")
@@ -136,7 +136,7 @@ class FamilyRegistry(Mapping[str, MetricFamily]):
     def __getitem__(self, name: str) -> MetricFamily:
         return self._by_name[name]
 
-    def __iter__(self):  # noqa: ANN204
+    def __iter__(self):
         return iter(self._by_name)
 
     def __len__(self) -> int:
@@ -159,7 +159,7 @@ class FamilyRegistry(Mapping[str, MetricFamily]):
 REGISTRY = FamilyRegistry([PlsqlBenchFamily()])
 
 
-def register_from_config(config: "pytest.Config") -> FamilyRegistry:
+def register_from_config(config: pytest.Config) -> FamilyRegistry:
     """Add the families every plugin returns from ``pytest_plsql_metric_families`` (run start)."""
     for families in reversed(config.hook.pytest_plsql_metric_families()):
         REGISTRY.add(families or ())

@@ -46,15 +46,15 @@ JudgeMode = Literal["isolated", "cumulative"]
 class JudgeContext:
     """What a judge may use while deciding one task's tests."""
 
-    backend: "Backend"
-    task: "Task"
+    backend: Backend
+    task: Task
     #: ``(turn, test id)`` -> what the test expects, filled by :meth:`Judge.prepare`.
     expected: dict[tuple[int, str], Any] = field(default_factory=dict)
     #: Why an expectation could not be computed (reported with the tests that lack one).
     reference_error: str | None = None
 
     @property
-    def session(self) -> "Session":
+    def session(self) -> Session:
         """The candidate session (an unprivileged role inside the task's isolation scope)."""
         return self.backend.session()
 
@@ -78,30 +78,34 @@ class Judge:
     kind: ClassVar[str] = ""
     mode: ClassVar[JudgeMode] = "isolated"
 
-    def validate(self, test: "UnitTest") -> None:
+    def validate(self, test: UnitTest) -> None:
         """Raise ``ValueError`` naming the test if it is not well formed for this kind."""
 
-    def needs_expectation(self, test: "UnitTest") -> bool:
+    def needs_expectation(self, test: UnitTest) -> bool:
         """Whether ``test`` is judged against something :meth:`prepare` computes."""
         return False
 
-    def prepare(self, ctx: JudgeContext, tests: "list[tuple[Turn, UnitTest]]") -> None:
+    def prepare(self, ctx: JudgeContext, tests: list[tuple[Turn, UnitTest]]) -> None:
         """Compute expectations for ``tests`` (this kind's tests of the task) into ``ctx.expected``.
 
         Runs once per task on the worker, before the candidate's answer is installed; open and
         close your own scope (``ctx.session.begin_task()`` ... ``end_task()``).
         """
 
-    def execute(self, ctx: JudgeContext, turn: int, test: "UnitTest", answer: str) -> Execution:
+    def execute(self, ctx: JudgeContext, turn: int, test: UnitTest, answer: str) -> Execution:
         """Run the test's script (or the answer itself when the test has none)."""
         script = test.script if test.script is not None else answer
         return ctx.session.run(script, isolated=self.mode == "isolated", phase="test")
 
-    def judge(self, ctx: JudgeContext, turn: int, test: "UnitTest", execution: Execution) -> TestOutcome:
+    def judge(self, ctx: JudgeContext, turn: int, test: UnitTest, execution: Execution) -> TestOutcome:
         raise NotImplementedError
 
+    def finish(self, ctx: JudgeContext) -> None:
+        """After the task's scope ended: undo what :meth:`prepare` or the tests did outside it
+        (ProcArena on Oracle restores the committed tables here)."""
 
-def _error_outcome(turn: int, test: "UnitTest", execution: Execution, actual: list[str]) -> TestOutcome:
+
+def _error_outcome(turn: int, test: UnitTest, execution: Execution, actual: list[str]) -> TestOutcome:
     err = execution.error
     assert err is not None
     return TestOutcome(
@@ -115,7 +119,7 @@ class AssertJudge(Judge):
 
     kind = "assert"
 
-    def judge(self, ctx: JudgeContext, turn: int, test: "UnitTest", execution: Execution) -> TestOutcome:
+    def judge(self, ctx: JudgeContext, turn: int, test: UnitTest, execution: Execution) -> TestOutcome:
         if execution.error is not None:
             return _error_outcome(turn, test, execution, list(execution.lines))
         return TestOutcome(turn, test.id, True)
@@ -126,11 +130,11 @@ class OutputJudge(Judge):
 
     kind = "output"
 
-    def validate(self, test: "UnitTest") -> None:
+    def validate(self, test: UnitTest) -> None:
         if test.expected is None:
             raise ValueError(f"unit test {test.id!r}: kind 'output' needs 'expected'")
 
-    def judge(self, ctx: JudgeContext, turn: int, test: "UnitTest", execution: Execution) -> TestOutcome:
+    def judge(self, ctx: JudgeContext, turn: int, test: UnitTest, execution: Execution) -> TestOutcome:
         actual = list(execution.lines)
         if execution.error is not None:
             return _error_outcome(turn, test, execution, actual)
@@ -146,14 +150,14 @@ class RowsJudge(Judge):
 
     kind = "rows"
 
-    def validate(self, test: "UnitTest") -> None:
+    def validate(self, test: UnitTest) -> None:
         if test.expected is None and not test.options.get("gold_sql"):
             raise ValueError(f"unit test {test.id!r}: kind 'rows' needs 'expected' or options.gold_sql")
 
-    def needs_expectation(self, test: "UnitTest") -> bool:
+    def needs_expectation(self, test: UnitTest) -> bool:
         return test.expected is None
 
-    def prepare(self, ctx: JudgeContext, tests: "list[tuple[Turn, UnitTest]]") -> None:
+    def prepare(self, ctx: JudgeContext, tests: list[tuple[Turn, UnitTest]]) -> None:
         """Expected rows of ``rows`` tests without given rows: the gold SQL's result in this database."""
         wanted = [(turn, test) for turn, test in tests if test.expected is None]
         if not wanted:
@@ -171,7 +175,7 @@ class RowsJudge(Judge):
         finally:
             session.end_task()
 
-    def judge(self, ctx: JudgeContext, turn: int, test: "UnitTest", execution: Execution) -> TestOutcome:
+    def judge(self, ctx: JudgeContext, turn: int, test: UnitTest, execution: Execution) -> TestOutcome:
         actual = list(execution.lines)
         if execution.error is not None:
             return _error_outcome(turn, test, execution, actual)
@@ -187,10 +191,10 @@ class ReferenceJudge(Judge):
 
     kind = "reference"
 
-    def needs_expectation(self, test: "UnitTest") -> bool:
+    def needs_expectation(self, test: UnitTest) -> bool:
         return True
 
-    def prepare(self, ctx: JudgeContext, tests: "list[tuple[Turn, UnitTest]]") -> None:
+    def prepare(self, ctx: JudgeContext, tests: list[tuple[Turn, UnitTest]]) -> None:
         """Run the reference answers turn by turn (later turns see earlier ones), capturing each test."""
         task = ctx.task
         session = ctx.session
@@ -217,7 +221,7 @@ class ReferenceJudge(Judge):
         finally:
             session.end_task()
 
-    def judge(self, ctx: JudgeContext, turn: int, test: "UnitTest", execution: Execution) -> TestOutcome:
+    def judge(self, ctx: JudgeContext, turn: int, test: UnitTest, execution: Execution) -> TestOutcome:
         actual = capture(execution)
         err = execution.error
         expected = ctx.expected.get((turn, test.id))
@@ -241,7 +245,7 @@ class JudgeRegistry(Mapping[str, Judge]):
         self._by_kind: dict[str, Judge] = {}
         self.add(judges)
 
-    def add(self, judges: Iterable[Judge]) -> "JudgeRegistry":
+    def add(self, judges: Iterable[Judge]) -> JudgeRegistry:
         for judge in judges:
             if not isinstance(judge, Judge) or not judge.kind:
                 raise TypeError(f"{judge!r} is not a Judge with a kind")
@@ -251,13 +255,13 @@ class JudgeRegistry(Mapping[str, Judge]):
     def __getitem__(self, kind: str) -> Judge:
         return self._by_kind[kind]
 
-    def __iter__(self):  # noqa: ANN204
+    def __iter__(self):
         return iter(self._by_kind)
 
     def __len__(self) -> int:
         return len(self._by_kind)
 
-    def check(self, test: "UnitTest") -> None:
+    def check(self, test: UnitTest) -> None:
         """Raise ``ValueError`` if ``test``'s kind is unknown or the test is malformed for it."""
         judge = self._by_kind.get(test.kind)
         if judge is None:
@@ -269,7 +273,7 @@ class JudgeRegistry(Mapping[str, Judge]):
 DEFAULT = JudgeRegistry()
 
 
-def registry(config: "pytest.Config | None" = None) -> JudgeRegistry:
+def registry(config: pytest.Config | None = None) -> JudgeRegistry:
     """Built-in judges plus those every plugin returns from ``pytest_plsql_judges``."""
     if config is None:
         return DEFAULT

@@ -9,8 +9,9 @@ facts, the first of a turn its answer, the first of a worker its environment.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields
-from typing import Any, Mapping
+from typing import Any
 
 from .outcomes import PASSED
 
@@ -105,7 +106,7 @@ class ItemRecord:
         return out
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> "ItemRecord":
+    def from_dict(cls, data: Mapping[str, Any]) -> ItemRecord:
         known = {f.name for f in fields(cls)}
         kwargs = {k: v for k, v in data.items() if k in known}
         if isinstance(kwargs.get("task"), Mapping):

@@ -288,3 +288,70 @@ def test_a_report_of_a_family_not_installed_falls_back_to_the_default_columns(ca
     lines = summary_lines(doc)
     assert any("Mean Test Pass@1" in line for line in lines)
     assert "unknown metric family 'not-installed'" in caplog.text
+
+
+# --------------------------------------------------------------------------- cumulative judging without a database
+class _FakeSession:
+    """Records what ran; a script's output is the number of non-isolated scripts run so far in the scope."""
+
+    def __init__(self) -> None:
+        self.scope_epoch = 0
+        self.log: list[tuple[str, bool]] = []
+        self.kept = 0
+
+    def begin_task(self) -> None:
+        self.kept = 0
+
+    def end_task(self) -> None:
+        self.kept = 0
+
+    def run(self, script: str, *, isolated: bool, phase: str):  # noqa: ANN201
+        from pytest_plsqlbench.dialects.base import Execution
+
+        self.log.append((script, isolated))
+        if not isolated:
+            self.kept += 1
+        return Execution(lines=[str(self.kept)])
+
+
+class _FakeBackend:
+    dialect = "postgres"
+
+    def __init__(self) -> None:
+        self._session = _FakeSession()
+        self.judge_cache: dict = {}
+
+    def ensure_fixtures(self, fixtures) -> None:  # noqa: ANN001
+        pass
+
+    def session(self) -> _FakeSession:
+        return self._session
+
+    def recover(self) -> None:
+        pass
+
+
+class _Cumulative(Judge):
+    kind = "cumul"
+    mode = "cumulative"
+
+    def judge(self, ctx, turn, test, execution):  # noqa: ANN001, ANN201
+        return TestOutcome(turn, test.id, True, extra={"kept": int(execution.lines[-1])})
+
+
+def test_cumulative_tests_see_earlier_tests_and_are_replayed_when_the_scope_restarts() -> None:
+    from pytest_plsqlbench.runner import TaskRun
+
+    tests = tuple(UnitTest(f"call-{k}", "cumul", f"CALL step({k});") for k in (1, 2, 3))
+    task = Task(id="t", subset="s", dialect="postgres", turns=(Turn(1, "p", tests, reference="R"),))
+    backend = _FakeBackend()
+    run = TaskRun(backend, task, ["ANSWER"], judges=JudgeRegistry().add([_Cumulative()]))  # type: ignore[arg-type]
+    run.start()
+    kept = [run.run_test(1, tests[0]).extra["kept"], run.run_test(1, tests[1]).extra["kept"]]
+    assert kept == [2, 3]  # the answer, then each call on top of the earlier ones
+    session = backend.session()
+    session.scope_epoch += 1  # the session lost its connection: a fresh scope
+    session.kept, session.log = 0, []
+    assert run.run_test(1, tests[2]).extra["kept"] == 4  # answer + calls 1, 2 replayed + call 3
+    assert session.log == [("ANSWER", False), ("CALL step(1);", False), ("CALL step(2);", False), ("CALL step(3);", False)]
+    run.finish()

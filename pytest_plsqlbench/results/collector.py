@@ -42,7 +42,7 @@ class ResultsCollector:
     """Plugin object living on the controller: receives records, computes, reports, writes."""
 
     def __init__(
-        self, config: pytest.Config, settings: Settings, manifests: "Mapping[str, Manifest] | None" = None
+        self, config: pytest.Config, settings: Settings, manifests: Mapping[str, Manifest] | None = None
     ) -> None:
         self.config = config
         self.settings = settings

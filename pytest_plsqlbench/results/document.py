@@ -244,7 +244,7 @@ def answers_digest(path: Path) -> str | None:
 
 
 def data_revisions(
-    settings: "Settings", tasks: Iterable[Mapping[str, Any]] = (), manifests: "Mapping[str, Manifest] | None" = None
+    settings: Settings, tasks: Iterable[Mapping[str, Any]] = (), manifests: Mapping[str, Manifest] | None = None
 ) -> dict[str, str]:
     """subset -> the data revision: what its loader reports, else a digest of its manifest files.
 

@@ -184,7 +184,7 @@ class ResultsDocument:
     data: Mapping[str, Any]
 
     @classmethod
-    def read(cls, path: Path) -> "ResultsDocument":
+    def read(cls, path: Path) -> ResultsDocument:
         return cls(read_document(path))
 
     @property

@@ -185,6 +185,19 @@ class FixtureLoading:
                 ignore=("ORA-01435", "ORA-02421"),
             )
 
+    def allow_writes(self, schemas: Sequence[str]) -> None:
+        """INSERT/UPDATE/DELETE on the schemas' tables for the candidate (ProcArena). Oracle calls
+        may COMMIT: the caller restores the clean state after every run (procarena.oracle_restore)."""
+        grantee = quote_ident(self.candidate)
+        for owner in schemas:
+            rows = self._admin_sql(
+                "SELECT table_name FROM all_tables WHERE owner = :o AND table_name NOT LIKE 'PA$%'", [owner.upper()]
+            )
+            for (name,) in rows:
+                self._admin_sql(
+                    f"GRANT INSERT, UPDATE, DELETE ON {quote_ident(owner.upper())}.{quote_ident(name)} TO {grantee}"
+                )
+
     def _grant_read(self, owner: str) -> None:
         """SELECT on the owner's tables and views, EXECUTE on its types and program units."""
         rows = self._admin_sql(
