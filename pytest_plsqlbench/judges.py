@@ -100,6 +100,10 @@ class Judge:
     def judge(self, ctx: JudgeContext, turn: int, test: "UnitTest", execution: Execution) -> TestOutcome:
         raise NotImplementedError
 
+    def finish(self, ctx: JudgeContext) -> None:
+        """After the task's scope ended: undo what :meth:`prepare` or the tests did outside it
+        (ProcArena on Oracle restores the committed tables here)."""
+
 
 def _error_outcome(turn: int, test: "UnitTest", execution: Execution, actual: list[str]) -> TestOutcome:
     err = execution.error

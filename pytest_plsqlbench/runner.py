@@ -148,6 +148,9 @@ class TaskRun:
         except InfrastructureError as exc:
             log.warning("task %s: cleanup failed (%s); recovering the database", self.task.id, exc)
             self.backend.recover()
+        finally:
+            for kind in dict.fromkeys(test.kind for turn in self.task.turns for test in turn.tests):
+                self.judges[kind].finish(self.ctx)
 
     def _with_recovery(self, action: Callable[[], object]) -> object:
         try:

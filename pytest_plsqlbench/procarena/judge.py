@@ -1,0 +1,355 @@
+"""The call-suite judge (ProcArena's EX, PLForge's state comparison).
+
+Gold and candidate each start from the same clean state; after the procedure is installed the
+task's calls run in order, each kept (a call that raises has its own effects undone, as a
+failed ``CALL`` statement does). Item ``call-k`` passes when, after calls 1..k, the candidate's
+state equals gold's and both raised or neither did (with the same error code when raised).
+
+:class:`CallSuiteJudge` is the core's cumulative judge of kind ``procarena-state``: gold's states
+are computed in :meth:`~CallSuiteJudge.prepare`, once per worker (the backend's judge cache), in a
+task scope of their own; the candidate runs in the next one, call k in item ``call-k`` (earlier
+calls a ``-k`` deselected still run first). PostgreSQL: every write happens inside the task's
+transaction and is rolled back at the end. Oracle, where calls may COMMIT and DDL commits: the
+clean state is restored after every run (:mod:`.oracle_restore`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import weakref
+from dataclasses import dataclass, field
+from typing import Any
+
+from .. import outcomes
+from ..answers import Answer
+from ..dialects.base import Backend, DbError, Execution
+from ..judges import Judge, JudgeContext
+from ..outcomes import TestOutcome
+from ..tasks import Task, UnitTest
+from . import failure_types as ft
+from . import state as st
+
+log = logging.getLogger(__name__)
+
+SCRATCH_PG = "answers"
+#: The unit-test kind of every call (``call-1`` ... ``call-N``).
+KIND = "procarena-state"  # = loader.KIND
+
+
+@dataclass
+class CallResult:
+    """What one call did: its error (if any) and the state after it."""
+
+    error: DbError | None
+    state: st.State
+
+    @property
+    def raised(self) -> str | None:
+        if self.error is None:
+            return None
+        return self.error.code or self.error.failure_class
+
+
+@dataclass
+class GoldRun:
+    clean: st.State
+    calls: list[CallResult] = field(default_factory=list)
+    error: str | None = None
+
+
+def _gold_key(task: Task) -> str:
+    turn = task.turns[0]
+    parts = [task.id, turn.reference or "", *[t.script or "" for t in turn.tests], *[f.key for f in task.fixtures]]
+    return hashlib.sha256("\x00".join(parts).encode()).hexdigest()
+
+
+# --------------------------------------------------------------------------- dialect access
+class Access:
+    """What the judge needs from a dialect beyond Session.run: write grants, snapshots, restore."""
+
+    def __init__(self, backend: Backend, task: Task) -> None:
+        self.backend = backend
+        self.task = task
+        self.schema = str(task.metadata.get("schema") or task.metadata.get("database"))
+
+    def prepare(self) -> None: ...
+
+    def begin(self) -> None:
+        """Right after the session's begin_task: set up the run's scope (e.g. search_path)."""
+
+    def snapshot(self) -> st.State:
+        raise NotImplementedError
+
+    def restore(self) -> None:
+        """After a run (gold's or the candidate's): bring the database back to the clean state."""
+
+    def before_candidate(self) -> None:
+        """Between gold's scope and the candidate's (outside any task scope)."""
+
+    def scratch_prefix(self) -> str:
+        """State keys of tables in the candidate's own schema (``answers.``)."""
+        if self.backend.dialect == "postgres":
+            return SCRATCH_PG + "."
+        return str(getattr(self.backend, "candidate", "")).lower() + "."
+
+    def hold(self) -> None:
+        """Keep the task's tables to this worker for the task (a database workers share)."""
+
+    def release(self) -> None: ...
+
+
+class PostgresAccess(Access):
+    def prepare(self) -> None:
+        self.backend.allow_writes([self.schema])  # type: ignore[attr-defined]
+
+    def begin(self) -> None:
+        path = self.task.metadata.get("search_path")
+        if path:  # PLForge: unqualified table names resolve in the Spider schema
+            from psycopg import sql as pgsql
+
+            conn = self.backend.session().conn  # type: ignore[attr-defined]
+            conn.execute(pgsql.SQL("SET LOCAL search_path = {}").format(
+                pgsql.SQL(", ").join(pgsql.Identifier(s) for s in [SCRATCH_PG, *path, "public"])))
+
+    def snapshot(self) -> st.State:
+        conn = self.backend.session().conn  # type: ignore[attr-defined]
+        return st.pg_snapshot(conn, [self.schema, SCRATCH_PG])
+
+
+class OracleAccess(Access):
+    def prepare(self) -> None:
+        from .oracle_restore import Restorer
+
+        self.backend.allow_writes([self.schema])  # type: ignore[attr-defined]
+        self.restorer = Restorer.for_backend(self.backend, self.schema)
+        self._synonyms(create=True)
+
+    def _synonyms(self, create: bool) -> None:
+        """PLForge: the Spider owner's tables under their bare names in the candidate schema
+        (made outside the task scopes, so both gold's and the answer's scope see them)."""
+        path = self.task.metadata.get("search_path")
+        if not path:
+            return
+        from .oracle_restore import TABLES_SQL, ora_quote
+
+        session = self.backend.session()
+        owner = str(path[0]).upper()
+        for (table,) in self.backend._admin_sql(TABLES_SQL, [owner]):  # type: ignore[attr-defined]
+            if create:
+                session._sql(f"CREATE OR REPLACE SYNONYM {ora_quote(table)} FOR {ora_quote(owner)}.{ora_quote(table)}")  # type: ignore[attr-defined]
+            else:
+                session._sql(f"BEGIN EXECUTE IMMEDIATE 'DROP SYNONYM {ora_quote(table)}'; EXCEPTION WHEN OTHERS THEN NULL; END;")  # type: ignore[attr-defined]
+
+    def snapshot(self) -> st.State:
+        session = self.backend.session()
+        return st.ora_snapshot(session.conn, [self.schema, self.backend.candidate])  # type: ignore[attr-defined]
+
+    def hold(self) -> None:
+        import contextlib
+
+        if getattr(self, "_held", None) is None:
+            self._held = contextlib.ExitStack()
+            self._held.enter_context(self.restorer.exclusive(self.backend))
+
+    def release(self) -> None:
+        held, self._held = getattr(self, "_held", None), None
+        try:
+            self._synonyms(create=False)
+        finally:
+            if held is not None:
+                held.close()
+
+    def restore(self) -> None:
+        self.restorer.restore()
+
+
+def access_for(backend: Backend, task: Task) -> Access:
+    return PostgresAccess(backend, task) if backend.dialect == "postgres" else OracleAccess(backend, task)
+
+
+# --------------------------------------------------------------------------- the judge
+def _same_raise(gold: CallResult, cand: CallResult) -> str | None:
+    if gold.raised == cand.raised:
+        return None
+    if gold.raised is None:
+        assert cand.error is not None
+        return f"the call raised, gold's did not: {cand.error.short()}"
+    if cand.raised is None:
+        return f"gold's call raised {gold.raised}, the answer's did not"
+    assert cand.error is not None
+    return f"the call raised {cand.raised}, gold's raised {gold.raised}: {cand.error.short()}"
+
+
+@dataclass
+class _TaskState:
+    """One task's run on the worker: dialect access, gold, the candidate's scope."""
+
+    access: Access
+    gold: GoldRun | None = None
+    #: The session scope (epoch) the candidate's calls run in; a new one starts the calls over.
+    epoch: int | None = None
+    install_problem: str | None = None
+    #: The candidate's code (for the lexical structure of failure types).
+    answer: str = ""
+    results: dict[int, CallResult] = field(default_factory=dict)
+
+
+class CallSuiteJudge(Judge):
+    """``kind: procarena-state``: item ``call-k`` runs call k (cumulative) and compares states."""
+
+    kind = KIND
+    mode = "cumulative"
+
+    def __init__(self) -> None:
+        #: Per task run, keyed by its context's id (contexts are not hashable); ``finish`` drops it.
+        self._by_ctx: dict[int, tuple["weakref.ref[JudgeContext]", _TaskState]] = {}
+
+    def validate(self, test: UnitTest) -> None:
+        if not test.script or not isinstance(test.options.get("call"), int):
+            raise ValueError(f"unit test {test.id!r}: kind {KIND!r} needs the call as script and options.call")
+
+    def needs_expectation(self, test: UnitTest) -> bool:
+        return True
+
+    def _state(self, ctx: JudgeContext) -> _TaskState:
+        ref, state = self._by_ctx[id(ctx)]
+        assert ref() is ctx, "a judge context outlived its task run"
+        return state
+
+    # ----------------------------------------------------------------- gold
+    def prepare(self, ctx: JudgeContext, tests: list) -> None:
+        state = _TaskState(access_for(ctx.backend, ctx.task))
+        self._by_ctx = {k: v for k, v in self._by_ctx.items() if v[0]() is not None}
+        self._by_ctx[id(ctx)] = (weakref.ref(ctx), state)
+        state.access.prepare()
+        state.access.hold()
+        try:
+            state.access.restore()  # Oracle: whatever an interrupted run left, the task starts clean
+            cache = ctx.worker_cache.setdefault("procarena-gold", {})
+            key = _gold_key(ctx.task)
+            if key not in cache:
+                cache[key] = self._run_gold(ctx, state.access)
+            state.gold = cache[key]
+            state.access.before_candidate()
+        except BaseException:
+            state.access.release()
+            raise
+        if state.gold.error:
+            ctx.reference_error = state.gold.error
+            return
+        for turn, test in tests:
+            n = int(test.options["call"])
+            if n <= len(state.gold.calls):
+                ctx.expected[(turn.index, test.id)] = state.gold.calls[n - 1]
+
+    def _run_gold(self, ctx: JudgeContext, access: Access) -> GoldRun:
+        session = ctx.session
+        session.begin_task()
+        try:
+            access.begin()
+            run = GoldRun(clean=access.snapshot())
+            reference = ctx.task.turns[0].reference
+            if not reference:
+                run.error = "the task has no gold procedure"
+                return run
+            install = session.run(reference, isolated=False, phase="reference")
+            if not install.ok:
+                assert install.error is not None
+                run.error = f"gold failed to install: {install.error.short()}"
+                return run
+            for test in ctx.task.turns[0].tests:
+                done = session.run(test.script or "", isolated=False, phase="reference")
+                run.calls.append(CallResult(done.error, access.snapshot()))
+            return run
+        finally:
+            session.end_task()
+            access.restore()
+
+    # ----------------------------------------------------------------- candidate
+    def execute(self, ctx: JudgeContext, turn: int, test: UnitTest, answer: str) -> Execution:
+        state = self._state(ctx)
+        session = ctx.session
+        n = int(test.options["call"])
+        state.answer = answer
+        if state.epoch != session.scope_epoch or n in state.results or not state.results:
+            # A new scope (the first call, or the runner replaying after a restart): set it up and
+            # check that installing the answer left the task's data alone.
+            self._begin_scope(state, session)
+        calls = {int(t.options["call"]): t for t in ctx.task.turns[0].tests}
+        for missing in range(1, n):  # calls deselected (-k) still run: call k is judged after 1..k
+            if missing not in state.results:
+                self._call(state, session, calls[missing].script or "", missing)
+        return self._call(state, session, test.script or "", n)
+
+    def _begin_scope(self, state: _TaskState, session: Any) -> None:
+        state.epoch = session.scope_epoch
+        state.results = {}
+        state.access.begin()
+        assert state.gold is not None
+        now = state.access.snapshot()
+        scratch = state.access.scratch_prefix()
+        changed = [n for n in st.differing_tables(state.gold.clean, now) if not n.startswith(scratch)]
+        state.install_problem = (
+            f"installing the answer changed table(s) {', '.join(changed)}: the data may change only "
+            "through the calls" if changed else None
+        )
+
+    def _call(self, state: _TaskState, session: Any, script: str, n: int) -> Execution:
+        done = session.run(script, isolated=False, phase="test")
+        state.results[n] = CallResult(done.error, state.access.snapshot())
+        return done
+
+    def judge(self, ctx: JudgeContext, turn: int, test: UnitTest, execution: Execution) -> TestOutcome:
+        state = self._state(ctx)
+        gold: CallResult = ctx.expected[(turn, test.id)]
+        cand = state.results[int(test.options["call"])]
+        if state.install_problem:
+            out = TestOutcome(turn, test.id, False, outcomes.INVALID_ARTIFACT, state.install_problem)
+            out.extra["failure_type"] = ft.CONTRACT
+            return out
+        raise_problem = _same_raise(gold, cand)
+        diffs = st.diff(gold.state, cand.state)
+        if raise_problem is None and not diffs:
+            return TestOutcome(turn, test.id, True)
+        message = "\n".join(m for m in [raise_problem, *diffs] if m)
+        cls, code = outcomes.WRONG_OUTPUT, None
+        if cand.error is not None and raise_problem:
+            code = cand.error.code
+            if cand.error.failure_class not in outcomes.EXCLUDED:
+                cls = cand.error.failure_class
+        out = TestOutcome(turn, test.id, False, cls, message, error_code=code)
+        out.extra["failure_type"] = ft.of_call(
+            candidate_error=(cand.error.code, cand.error.failure_class, cand.error.message) if cand.error else None,
+            gold_raised=gold.raised,
+            candidate=state.answer, gold=ctx.task.turns[0].reference or "",
+        )
+        out.extra["differing_tables"] = st.differing_tables(gold.state, cand.state)
+        return out
+
+    def finish(self, ctx: JudgeContext) -> None:
+        ref, state = self._by_ctx.pop(id(ctx), (None, None))
+        if state is None or ref is None or ref() is not ctx:
+            return
+        try:
+            state.access.restore()
+        finally:
+            state.access.release()
+
+
+def judges() -> list[Judge]:
+    return [CallSuiteJudge()]
+
+
+def evaluate(backend: Backend, task: Task, answer: "Answer | str | None") -> list[TestOutcome]:
+    """Every call's outcome for one answer (tests, validate)."""
+    from ..judges import DEFAULT, JudgeRegistry
+    from ..runner import TaskRun
+
+    registry = JudgeRegistry(list(DEFAULT.values()) + judges())
+    run = TaskRun(backend, task, [answer], judges=registry)
+    run.start()
+    try:
+        return [run.run_test(1, t) for t in task.turns[0].tests]
+    finally:
+        run.finish()
