@@ -194,3 +194,44 @@ def html(name: str, m: Mapping[str, Any]) -> str:
             "<th>Acceleration (H-mean)</th><th>Work (H-mean)</th><th>Accel. vs degraded</th><th>Work vs degraded</th>"
             "<th>Admitted</th><th>Rejected</th><th>Noise (median)</th></tr>"
             f"{rows}</table></section>")
+
+
+# --------------------------------------------------------------------------- the metric family
+def records(entries: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """The B2 record of each task entry of a results document (its ``perf`` item, first sample)."""
+    out = []
+    for entry in entries:
+        tests = [t for t in entry.get("tests") or [] if t.get("test_id") == PERF_ITEM]
+        if not tests:
+            continue
+        first = min(tests, key=lambda t: int(t.get("sample") or 0))
+        rec = dict((first.get("extra") or {}).get("b2") or {})
+        if not rec:  # not judged (infrastructure, not generated): neither admitted nor rejected
+            rec = {"admitted": False, "rejection": None}
+        rec.setdefault("dialect", entry.get("dialect") or (entry.get("metadata") or {}).get("dialect"))
+        out.append(rec)
+    return out
+
+
+def columns() -> tuple:
+    """The family columns B2 adds (ratios in the table; the bins as percentages, so charted)."""
+    from ...families import Column
+
+    return (
+        Column("b2_acceleration", "B2 acceleration (H-mean)", unit="ratio"),
+        Column("b2_work", "B2 work ratio (H-mean)", unit="ratio"),
+        *(Column(f"b2_bin_{b}", f"B2 {BIN_LABELS[b]} %") for b in BINS),
+    )
+
+
+def family_figures(entries: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
+    """``b2`` (per dialect, see :func:`compute`) and the column values (one dialect per run)."""
+    m = compute(records(entries))
+    out: dict[str, Any] = {"b2": m}
+    rows = list(m["by_dialect"].values())
+    row = rows[0] if len(rows) == 1 else {}
+    out["b2_acceleration"] = row.get("acceleration_hmean")
+    out["b2_work"] = row.get("work_ratio_hmean")
+    for b in BINS:
+        out[f"b2_bin_{b}"] = (row.get("bin_rates") or {}).get(b)
+    return out
