@@ -123,7 +123,7 @@ def test_measure_warms_up_rotates_and_reports_medians_noise_and_work() -> None:
         calls.append((code, first))
         return timing.Run(float(next(seconds)), work.Work({"scans": len(code), "tuples": 7, "writes": 1}))
 
-    got = timing.measure(run, {"gold": "g", "baseline": "bbbb", "candidate": "cc"}, 3)
+    got = timing.measure(run, {"gold": "g", "baseline": "bbbb", "candidate": "cc"}, 3, warmup=1)
     assert [c for c, _ in calls] == ["g", "bbbb", "cc", "g", "bbbb", "cc", "bbbb", "cc", "g", "cc", "g", "bbbb"]
     assert [f for _, f in calls][3:6] == [True, True, True] and not any(f for _, f in calls[6:])
     assert got["gold"].seconds == [1.0, 8.0, 6.0] and got["gold"].median_s == 6.0 and got["gold"].noise == 8.0
@@ -131,6 +131,10 @@ def test_measure_warms_up_rotates_and_reports_medians_noise_and_work() -> None:
     assert got["baseline"].work.value == 4 and got["baseline"].work_stable
     summary = got["candidate"].summary()
     assert summary["seconds"] == 2.0 and summary["noise"] == 1.0 and summary["work"]["scans"] == 2
+    calls.clear()
+    seconds = iter([1.0] * 15)
+    timing.measure(run, {"gold": "g", "baseline": "bbbb", "candidate": "cc"}, 3)  # default: two warm-up rounds
+    assert len(calls) == 15 and not any(f for _, f in calls[:6]) and all(f for _, f in calls[6:9])
 
 
 # --------------------------------------------------------------------------- scaler (pure)
@@ -313,16 +317,16 @@ def test_scaler_keeps_keys_and_foreign_keys_on_the_database(backend: Any, b2_tas
             p = sc.pg_scale(conn, "warehouse", 600, {"warehouse.stock_items": 1500, "warehouse.suppliers": 40})
             assert p.counts["warehouse.stock_items"] == 1500 and p.counts["warehouse.suppliers"] == 40
             for table, n in p.counts.items():
-                assert conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0] == n
+                assert int(conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0]) == n
             orphans = conn.execute(
                 "SELECT count(*) FROM warehouse.po_lines l LEFT JOIN warehouse.stock_items i USING (item_id) "
                 "WHERE i.item_id IS NULL").fetchone()[0]
-            assert orphans == 0
+            assert int(orphans) == 0
             assert conn.execute("SELECT count(DISTINCT sku) = count(*) FROM warehouse.stock_items").fetchone()[0] in (True, "t")
             # the data keeps the fixture's shape: its statuses only, a share of items without supplier
             statuses = {r[0] for r in conn.execute("SELECT DISTINCT status FROM warehouse.stock_items")}
             assert statuses <= {"ACTIVE", "DISCONTINUED", "BLOCKED"}
-            assert conn.execute("SELECT count(*) FROM warehouse.stock_items WHERE supplier_id IS NULL").fetchone()[0] != "0"
+            assert int(conn.execute("SELECT count(*) FROM warehouse.stock_items WHERE supplier_id IS NULL").fetchone()[0]) > 0
             digests.append([_digest(conn, t) for t in sorted(p.counts)])
         finally:
             session.end_task()
@@ -335,10 +339,12 @@ def test_work_counter_is_deterministic(backend: Any, b2_task: Any) -> None:
     backend.ensure_fixtures(b2_task.fixtures)
     backend.allow_writes([spec.schema])
     with timing.PgBench(backend, spec.schema, spec.calls, 200) as bench:
-        gold = [bench.run(spec.gold) for _ in range(4)]
+        for _ in range(2):  # the protocol's warm-up rounds
+            bench.run(spec.gold), bench.run(spec.b2.degraded)
+        gold = [bench.run(spec.gold) for _ in range(3)]
         slow = [bench.run(spec.b2.degraded) for _ in range(2)]
         again = [bench.run(spec.gold) for _ in range(2)]
-    counts = {r.work.counts["scans"] for r in gold[1:] + again}
+    counts = {r.work.counts["scans"] for r in gold + again}
     assert len(counts) == 1 and counts.pop() > 0, [r.work.counts for r in gold + again]
     assert {r.work.counts["writes"] for r in gold + again} == {gold[0].work.counts["writes"]}
     assert slow[0].work.value == slow[1].work.value > gold[1].work.value
@@ -399,8 +405,26 @@ def test_answer_that_behaves_only_on_the_small_fixture_is_rejected_at_scale(back
 
 
 def test_answer_that_does_not_install_is_a_compile_failure(backend: Any, b2_task: Any) -> None:
+    from pytest_plsqlbench import outcomes
+
     perf = _perf(backend, b2_task, "CREATE OR REPLACE PROCEDURE assess_overdue(p date) LANGUAGE plpgsql AS $$ BEGIN")[-1]
-    assert not perf.passed and perf.extra["b2"]["rejection"] == "compile"
+    assert not perf.passed and perf.failure_class == outcomes.INVALID_ARTIFACT  # the runner blocks the turn
+    entry = {"dialect": "postgres", "tests": [{"test_id": "perf", "passed": False, "failure_class": perf.failure_class,
+                                               "error_code": perf.error_code, "message": perf.message}]}
+    assert bm.records([entry])[0]["rejection"] == "compile"
+    assert bm.compute(bm.records([entry]))["by_dialect"]["postgres"]["rejected"]["compile"] == 1
+
+
+def test_validate_flags_a_degraded_input_that_is_not_slower(backend: Any, b2_task: Any, tmp_path: Path) -> None:
+    from pytest_plsqlbench.procarena.perf.validate import check_speed
+
+    spec = _spec(b2_task)
+    line, problems = check_speed(backend, b2_task, spec, repeats=1)
+    assert "faster than the degraded input at 1200 rows" in line  # no bound on the measured ratio here
+    assert not any("no more work" in p or "does not leave" in p for p in problems)
+    same = type(spec.b2)(**{**spec.b2.__dict__, "degraded": spec.gold})
+    line, problems = check_speed(backend, b2_task, type(spec)(**{**spec.__dict__, "b2": same}), repeats=1)
+    assert any("does no more work than gold" in p for p in problems)
 
 
 def test_end_to_end_summary_and_results(b2_task: Any, tmp_path: Path) -> None:

@@ -348,10 +348,12 @@ def evaluate(backend: Backend, task: Task, answer: "Answer | str | None") -> lis
     from ..judges import DEFAULT, JudgeRegistry
     from ..runner import TaskRun
 
-    registry = JudgeRegistry(list(DEFAULT.values()) + judges())
+    from .perf.judge import judges as b2_judges
+
+    registry = JudgeRegistry(list(DEFAULT.values()) + judges() + b2_judges())
     run = TaskRun(backend, task, [answer], judges=registry)
     run.start()
     try:
-        return [run.run_test(1, t) for t in task.turns[0].tests]
+        return [run.run_test(1, t) for t in task.turns[0].tests if t.kind == KIND]  # the calls (not B2's perf)
     finally:
         run.finish()

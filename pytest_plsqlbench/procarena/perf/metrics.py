@@ -206,11 +206,23 @@ def records(entries: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
             continue
         first = min(tests, key=lambda t: int(t.get("sample") or 0))
         rec = dict((first.get("extra") or {}).get("b2") or {})
-        if not rec:  # not judged (infrastructure, not generated): neither admitted nor rejected
-            rec = {"admitted": False, "rejection": None}
+        if not rec:
+            rec = {"admitted": False, "rejection": _runner_rejection(first)}
         rec.setdefault("dialect", entry.get("dialect") or (entry.get("metadata") or {}).get("dialect"))
         out.append(rec)
     return out
+
+
+def _runner_rejection(test: Mapping[str, Any]) -> str | None:
+    """A perf item the runner failed before the judge ran: the answer did not install (compile
+    failure), or was refused; excluded classes (infrastructure, not generated) reject nothing."""
+    from ... import outcomes
+    from ..failure_types import of_error
+
+    cls = str(test.get("failure_class") or "")
+    if test.get("passed") or cls in outcomes.EXCLUDED or cls == outcomes.SKIPPED:
+        return None
+    return gate_rejection([of_error(test.get("error_code"), cls, str(test.get("message") or ""))])
 
 
 def columns() -> tuple:

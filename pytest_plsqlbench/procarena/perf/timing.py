@@ -7,7 +7,7 @@ baseline, candidate, gold; ...), so each is first, middle and last in turn and t
 one leaves behind favours none. A run is: install the contender's script, then the whole call
 suite, timed together (an answer cannot move work into its installation script), with its
 work counted (:mod:`.work`); then the scaled state is restored (PostgreSQL: rollback to a
-savepoint taken after scaling). One unmeasured warm-up round precedes the measured ones.
+savepoint taken after scaling). Two unmeasured warm-up rounds precede the measured ones.
 Reported per contender: the median time, the noise (slowest
 run / fastest run) and the work of its runs (the same number every run when the counter is
 deterministic; ``work_stable`` says whether it was).
@@ -83,12 +83,13 @@ def rotation(labels: Sequence[str], repeats: int) -> list[list[str]]:
 
 
 def measure(run: Callable[[str, bool], Run], contenders: Mapping[str, str], repeats: int,
-            warmup: int = 1) -> dict[str, Measurement]:
+            warmup: int = 2) -> dict[str, Measurement]:
     """Time every contender ``repeats`` times in rotating order; ``run(code, first)`` performs one
     run (``first``: the contender's first run, when its final state is also kept).
 
-    ``warmup`` unmeasured rounds come first: the first runs after scaling meet cold caches and
-    tables that rolled-back runs have not yet grown, which can change a plan (and so the count)."""
+    ``warmup`` unmeasured rounds come first: the first runs after scaling meet cold caches, and
+    tables and indexes that rolled-back runs have not yet grown -- the planner sees their current
+    size, so a plan (and with it the work count) can change over the first runs, then settles."""
     out = {label: Measurement(label) for label in contenders}
     for _ in range(warmup):
         for label in contenders:
@@ -124,7 +125,7 @@ class PgBench:
     def __enter__(self) -> "PgBench":
         from . import scale as sc
 
-        analyze = sc.install_analyzer(self.backend.admin, self.backend.role)
+        analyze = self.analyze = sc.install_analyzer(self.backend.admin, self.backend.role)
         self.session = self.backend.session()
         self.session.begin_task()
         try:
