@@ -137,6 +137,18 @@ def test_measure_warms_up_rotates_and_reports_medians_noise_and_work() -> None:
     assert len(calls) == 15 and not any(f for _, f in calls[:6]) and all(f for _, f in calls[6:9])
 
 
+def test_a_contender_that_times_out_runs_no_more() -> None:
+    ran: list[str] = []
+
+    def run(code: str, first: bool) -> timing.Run:
+        ran.append(code)
+        return timing.Run(1.0, work.Work({"scans": 1}), timed_out=code == "slow")
+
+    got = timing.measure(run, {"gold": "g", "candidate": "slow"}, 5)
+    assert ran.count("slow") == 1 and ran.count("g") == 7
+    assert [r.timed_out for r in got["candidate"].runs] == [True] and len(got["gold"].runs) == 5
+
+
 # --------------------------------------------------------------------------- scaler (pure)
 def _shop() -> tuple[Schema, dict]:
     s = Schema()

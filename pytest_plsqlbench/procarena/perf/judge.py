@@ -131,6 +131,13 @@ class PerfJudge(Judge):
             with quiet.measuring() as lock:
                 got = timing.measure(bench.run, contenders, repeats)
         gold, cand = got[timing.GOLD], got[timing.CANDIDATE]
+        if any(r.timed_out for m in (gold, got[timing.BASELINE]) for r in m.runs):
+            return {"admitted": True, "acceleration": None, "rejection": "not_measured",
+                    "why": "gold or the degraded input ran past the statement timeout at the task's scale "
+                           "(--plsql-timeout, or a smaller b2.scale_rows)"}
+        if any(r.timed_out for r in cand.runs):
+            return {"admitted": False, "rejection": "runtime",
+                    "why": "a call ran past the statement timeout at the task's scale"}
         out: dict[str, Any] = {
             "repeats": repeats,
             "measure": "scans",

@@ -34,6 +34,8 @@ class Run:
     raised: tuple[str | None, ...] = ()
     install_error: str | None = None
     state: Any = None
+    #: A statement ran past the statement timeout: the contender is not run again.
+    timed_out: bool = False
 
 
 @dataclass
@@ -91,12 +93,24 @@ def measure(run: Callable[[str, bool], Run], contenders: Mapping[str, str], repe
     tables and indexes that rolled-back runs have not yet grown -- the planner sees their current
     size, so a plan (and with it the work count) can change over the first runs, then settles."""
     out = {label: Measurement(label) for label in contenders}
+    stopped: set[str] = set()  # a contender that hit the statement timeout runs no more
+
+    def once(label: str, first: bool) -> Run:
+        result = run(contenders[label], first)
+        if result.timed_out:
+            stopped.add(label)
+        return result
+
     for _ in range(warmup):
         for label in contenders:
-            run(contenders[label], False)
+            if label not in stopped:
+                warm = once(label, False)
+                if warm.timed_out:
+                    out[label].runs.append(warm)
     for order in rotation(list(contenders), repeats):
         for label in order:
-            out[label].runs.append(run(contenders[label], not out[label].runs))
+            if label not in stopped:
+                out[label].runs.append(once(label, not out[label].runs))
     return out
 
 
@@ -141,6 +155,7 @@ class PgBench:
         self.session.end_task()
 
     def run(self, code: str, keep_state: bool = False) -> Run:
+        from ... import outcomes
         from .. import state as st
         from .work import pg_counts
 
@@ -151,14 +166,18 @@ class PgBench:
             t0 = time.perf_counter()
             install = self.session.run(code, isolated=False, phase="install")
             raised: list[str | None] = []
+            timed_out = install.error is not None and install.error.failure_class == outcomes.TIMEOUT
             if install.error is None:
                 for call in self.calls:
                     done = self.session.run(call, isolated=False, phase="test")
                     raised.append(None if done.error is None else (done.error.code or done.error.failure_class))
+                    if done.error is not None and done.error.failure_class == outcomes.TIMEOUT:
+                        timed_out = True
+                        break
             seconds = time.perf_counter() - t0
             work = pg_counts(conn) - before
             state = st.pg_snapshot(conn, [self.schema, self.scratch]) if keep_state and install.error is None else None
             error = install.error.short() if install.error is not None else None
-            return Run(seconds, work, tuple(raised), error, state)
+            return Run(seconds, work, tuple(raised), error, state, timed_out)
         finally:
             conn.execute(f"ROLLBACK TO SAVEPOINT {self.SAVEPOINT}")
