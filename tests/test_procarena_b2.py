@@ -11,8 +11,9 @@ import datetime as dt
 import json
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 import yaml
@@ -445,7 +446,7 @@ def test_end_to_end_summary_and_results(b2_task: Any, tmp_path: Path) -> None:
         [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--plsql-tasks", b2_task.metadata["tasks_dir"],
          "--subset", "procarena-b2mini", "--plsql-model=reference", "--plsql-b2-repeats=1", "-n", "2",
          f"--plsql-results={out}"],
-        cwd=tmp_path, capture_output=True, text=True, timeout=900,
+        cwd=tmp_path, capture_output=True, text=True, timeout=900, check=False,
     )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
     assert "ProcArena B2 (performance)" in proc.stdout and "postgres: 1/1 admitted" in proc.stdout
@@ -455,5 +456,5 @@ def test_end_to_end_summary_and_results(b2_task: Any, tmp_path: Path) -> None:
     perf = [t for t in doc["tasks"][0]["tests"] if t["test_id"] == "perf"][0]
     assert perf["extra"]["b2"]["work_ratio"] == 1.0 and perf["score"] == perf["extra"]["b2"]["acceleration"]
     bad = subprocess.run([sys.executable, "-m", "pytest", "--plsql-b2-repeats=0", "--co", "-q"],
-                         cwd=tmp_path, capture_output=True, text=True, timeout=300)
+                         cwd=tmp_path, capture_output=True, text=True, timeout=300, check=False)
     assert bad.returncode != 0 and "plsql-b2-repeats" in bad.stderr

@@ -42,7 +42,7 @@ class PerfJudge(Judge):
 
     def __init__(self, repeats: int | None = None) -> None:
         self.repeats = repeats
-        self._records: dict[int, tuple["weakref.ref[JudgeContext]", dict[str, Any]]] = {}
+        self._records: dict[int, tuple[weakref.ref[JudgeContext], dict[str, Any]]] = {}
 
     def validate(self, test: UnitTest) -> None:
         if test.options.get("b2") is not True:

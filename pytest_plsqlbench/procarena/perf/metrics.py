@@ -14,7 +14,8 @@ Figure 4(c)'s gate rejections: compile failure, wrong final state, runtime error
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
 FAMILY = "procarena-b2"
 BINS = ("slower", "matched", "1.1-2x", "2-10x", ">10x")
@@ -121,7 +122,7 @@ def compute(records: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
             cell["_unstable"] += 1
     out: dict[str, Any] = {}
     for d, cell in sorted(by.items()):
-        finite = lambda xs: [x for x in xs if x != float("inf")]  # noqa: E731 - 1/inf = 0 anyway
+        finite = lambda xs: [x for x in xs if x != float("inf")]
         acc, work = cell.pop("_acc"), cell.pop("_work")
         acc_b, work_b = cell.pop("_acc_b"), cell.pop("_work_b")
         noise = cell.pop("_noise")

@@ -13,8 +13,8 @@ import contextlib
 import getpass
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 from filelock import FileLock
 

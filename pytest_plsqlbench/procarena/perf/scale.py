@@ -26,8 +26,9 @@ import decimal
 import logging
 import random
 import string
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Any
 
 from .catalog import BOOL, DATE, DECIMAL, FLOAT, INT, TEXT, TIMESTAMP, Column, Schema, Table
 
@@ -81,9 +82,7 @@ class _Fresh:
         values = list(self.taken)
         kind = column.kind
         self.top: Any = None
-        if kind in (INT, DECIMAL, FLOAT) and values:
-            self.top = max(values)
-        elif kind in (DATE, TIMESTAMP) and values:
+        if kind in (INT, DECIMAL, FLOAT) and values or kind in (DATE, TIMESTAMP) and values:
             self.top = max(values)
 
     def next(self, template: Any) -> Any:

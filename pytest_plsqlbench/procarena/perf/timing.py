@@ -17,8 +17,9 @@ from __future__ import annotations
 
 import statistics
 import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any
 
 from .work import Work
 
@@ -136,7 +137,7 @@ class PgBench:
         self.scratch = scratch
         self.plan: Any = None
 
-    def __enter__(self) -> "PgBench":
+    def __enter__(self) -> PgBench:
         from . import scale as sc
 
         analyze = self.analyze = sc.install_analyzer(self.backend.admin, self.backend.role)

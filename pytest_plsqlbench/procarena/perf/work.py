@@ -35,8 +35,9 @@ candidate user (granted by the harness's setup, see docs/procarena-b2.md).
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any
 
 PG_MEASURE = "scans"
 ORA_MEASURE = "reads"
@@ -53,7 +54,7 @@ class Work:
     def value(self) -> int:
         return int(self.counts.get(self.measure, 0))
 
-    def __sub__(self, other: "Work") -> "Work":
+    def __sub__(self, other: Work) -> Work:
         keys = set(self.counts) | set(other.counts)
         return Work({k: int(self.counts.get(k, 0)) - int(other.counts.get(k, 0)) for k in sorted(keys)}, self.measure)
 
