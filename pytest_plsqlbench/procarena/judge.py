@@ -115,9 +115,13 @@ class PostgresAccess(Access):
         if path:  # PLForge: unqualified table names resolve in the Spider schema
             from psycopg import sql as pgsql
 
-            conn = self.backend.session().conn  # type: ignore[attr-defined]
-            conn.execute(pgsql.SQL("SET LOCAL search_path = {}").format(
-                pgsql.SQL(", ").join(pgsql.Identifier(s) for s in [SCRATCH_PG, *path, "public"])))
+            session = self.backend.session()
+            statement = pgsql.SQL("SET LOCAL search_path = {}").format(
+                pgsql.SQL(", ").join(pgsql.Identifier(s) for s in [SCRATCH_PG, *path, "public", "pg_temp"])
+            ).as_string(session.conn)  # type: ignore[attr-defined]
+            # Kept by the session across its reset of pinned settings after each install.
+            session.task_setting = statement  # type: ignore[attr-defined]
+            session.conn.execute(statement)  # type: ignore[attr-defined]
 
     def snapshot(self) -> st.State:
         conn = self.backend.session().conn  # type: ignore[attr-defined]
