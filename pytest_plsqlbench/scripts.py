@@ -330,7 +330,15 @@ def split(script: str, dialect: str) -> list[Statement]:
         fast = _pg_split_large(script)
         if fast is not None:
             return fast
-    return list(_split(script, dialect))
+    if len(script) > FAST_TOKENIZER_FROM:
+        return list(_split(script, dialect))  # not kept: data scripts run once
+    return list(_split_cached(script, dialect))
+
+
+@functools.lru_cache(maxsize=32)
+def _split_cached(script: str, dialect: str) -> tuple[Statement, ...]:
+    """An answer is split by the safety check and again to install it (statements are immutable)."""
+    return tuple(_split(script, dialect))
 
 
 def _pg_split_large(script: str) -> list[Statement] | None:
