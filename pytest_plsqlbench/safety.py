@@ -127,7 +127,7 @@ class Finding:
         return f"{self.detail} (line {self.line})"
 
 
-@dataclass
+@dataclass(slots=True)
 class _Tok:
     word: str  # upper-cased word, punctuation as is, '' for literals
     kind: str  # word | quoted | string | body | punct | number
