@@ -9,18 +9,27 @@ PostgreSQL started by each side:
 * **plugin**: ``pytest --subset NAME --plsql-model=reference`` in a subprocess (``-n`` as
   given), timed from process start to exit.
 
-Usage: ``python benchmarks/plugin_overhead.py [--subset smoke] [-n 0] [--repeat 3] [-- extra pytest args]``
-(e.g. ``--subset mbpp-plus -- --plsql-source mbppplus=../shared/data/mbppplus/MbppPlus.jsonl``).
+Printed: both walls, their ratio, the plugin's overhead per item in microseconds, and each
+process's peak RSS (controller and xdist workers, read by the ``run_probe`` plugin). ``-n 0,2``
+runs both worker counts interleaved with the bare loop and prints the ``-n 2 / -n 0`` wall
+ratio; ``--first-item`` times instead how long after process start the first smoke item runs.
+
+Usage: ``python benchmarks/plugin_overhead.py [--subset smoke] [-n 0[,2]] [--repeat 3] [--first-item] [-- extra pytest args]``
+(e.g. ``--subset mbpp-plus -n 0,2 -- --plsql-source mbppplus=../shared/data/mbppplus/MbppPlus.jsonl``).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass, field
+from pathlib import Path
 
 import psycopg
 import pytest
@@ -29,6 +38,13 @@ from pytest_plsqlbench.dialects.pg_server import EmbeddedServer
 from pytest_plsqlbench.plugin import load_all_tasks, select_tasks
 from pytest_plsqlbench.scripts import split
 from pytest_plsqlbench.state import SETTINGS_KEY
+
+HERE = str(Path(__file__).resolve().parent)
+#: Issue 12's targets.
+RATIO_TARGET = 1.5
+SCALING_TARGET = 0.6
+RSS_TARGET_MB = 300.0
+FIRST_ITEM_TARGET = 3.0
 
 
 def _tasks(subset: str, extra: list[str]):  # noqa: ANN202
@@ -41,12 +57,13 @@ def _tasks(subset: str, extra: list[str]):  # noqa: ANN202
         config._ensure_unconfigure()  # noqa: SLF001
 
 
-def bare(subset: str, extra: list[str]) -> tuple[float, int]:
+def bare(subset: str, extra: list[str]) -> tuple[float, int, int]:
+    """(wall seconds, statements, unit tests) of the bare loop."""
     tasks = _tasks(subset, extra)
     t0 = time.perf_counter()
     server = EmbeddedServer("bench")
     uri = server.start()
-    statements = 0
+    statements = tests = 0
     try:
         with psycopg.connect(uri, autocommit=True) as conn:
             loaded: set[str] = set()
@@ -62,6 +79,7 @@ def bare(subset: str, extra: list[str]) -> tuple[float, int]:
                         conn.execute(st.text)
                         statements += 1
                     for test in turn.tests:
+                        tests += 1
                         conn.execute("SAVEPOINT t")
                         for st in split(test.script or turn.reference or "", "postgres"):
                             cur = conn.execute(st.text)
@@ -72,40 +90,97 @@ def bare(subset: str, extra: list[str]) -> tuple[float, int]:
                 conn.execute("ROLLBACK")
     finally:
         server.stop()
-    return time.perf_counter() - t0, statements
+    return time.perf_counter() - t0, statements, tests
 
 
-def plugin(subset: str, workers: str, extra: list[str]) -> float:
-    with tempfile.TemporaryDirectory() as empty:
-        t0 = time.perf_counter()
+@dataclass
+class PluginRun:
+    wall: float
+    #: Peak RSS in MB by process role (``controller``, ``gw0`` ...).
+    rss: dict[str, float] = field(default_factory=dict)
+    #: Seconds from process start to the first benchmark item's start and end.
+    first_item: tuple[float, float] | None = None
+
+
+def plugin(subset: str, workers: str, extra: list[str]) -> PluginRun:
+    with tempfile.TemporaryDirectory() as empty, tempfile.TemporaryDirectory() as probe:
+        env = dict(os.environ, BENCH_PROBE_DIR=probe,
+                   PYTHONPATH=os.pathsep.join(p for p in (HERE, os.environ.get("PYTHONPATH")) if p))
+        t0, wall0 = time.perf_counter(), time.time()
         proc = subprocess.run(
             [sys.executable, "-m", "pytest", "--subset", subset, "--plsql-model=reference", "-q",
-             "-p", "no:cacheprovider", "-n", workers, *extra],
-            cwd=empty, capture_output=True, text=True,
+             "-p", "no:cacheprovider", "-p", "run_probe", "-n", workers, *extra],
+            cwd=empty, capture_output=True, text=True, env=env,
         )
         elapsed = time.perf_counter() - t0
-    if proc.returncode != 0:
-        sys.exit(f"plugin run failed:\n{proc.stdout[-2000:]}\n{proc.stderr[-2000:]}")
-    return elapsed
+        if proc.returncode != 0:
+            sys.exit(f"plugin run failed:\n{proc.stdout[-2000:]}\n{proc.stderr[-2000:]}")
+        run = PluginRun(elapsed)
+        for path in sorted(Path(probe).glob("*.json")):
+            data = json.loads(path.read_text())
+            run.rss[data["role"]] = data["peak_rss_mb"]
+            if data["role"] == "controller" and "first_item_start" in data:
+                run.first_item = (data["first_item_start"] - wall0, data["first_item_end"] - wall0)
+    return run
+
+
+def first_item(extra: list[str], repeat: int) -> None:
+    """Seconds from launching ``pytest --subset smoke -n 0`` to its first item (start included)."""
+    runs = [plugin("smoke", "0", extra).first_item for _ in range(repeat)]
+    starts = [r[0] for r in runs if r]
+    ends = [r[1] for r in runs if r]
+    if not ends:
+        sys.exit("no benchmark item ran")
+    end = statistics.median(ends)
+    print(f"first smoke item, median of {repeat} runs: started {statistics.median(starts):.2f} s, "
+          f"finished {end:.2f} s after process start  target < {FIRST_ITEM_TARGET:g} s  "
+          f"{'ok' if end < FIRST_ITEM_TARGET else 'MISSED'}")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--subset", default="smoke")
-    parser.add_argument("-n", dest="workers", default="0")
+    parser.add_argument("-n", dest="workers", default="0",
+                        help="worker counts, comma-separated: '-n 0,2' runs both side by side and compares their walls")
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--first-item", action="store_true",
+                        help="instead: time from process start to the first smoke item")
     args, extra = parser.parse_known_args()
     extra = [a for a in extra if a != "--"]
-    bare_runs, plugin_runs, statements = [], [], 0
+    if args.first_item:
+        first_item(extra, args.repeat)
+        return
+    counts = [w.strip() for w in args.workers.split(",") if w.strip()]
+    bare_runs: list[float] = []
+    runs: dict[str, list[PluginRun]] = {w: [] for w in counts}
+    statements = tests = 0
     for _ in range(args.repeat):
-        seconds, statements = bare(args.subset, extra)
+        # Interleaved, so both sides see the same load on a shared machine.
+        seconds, statements, tests = bare(args.subset, extra)
         bare_runs.append(seconds)
-        plugin_runs.append(plugin(args.subset, args.workers, extra))
-    b, p = statistics.median(bare_runs), statistics.median(plugin_runs)
-    print(f"subset {args.subset}: {statements} statements, median of {args.repeat} runs")
+        for w in counts:
+            runs[w].append(plugin(args.subset, w, extra))
+    b = statistics.median(bare_runs)
+    print(f"subset {args.subset}: {tests} unit tests, {statements} statements, median of {args.repeat} runs")
     print(f"bare psycopg loop (incl. server start): {b:7.2f} s")
-    print(f"pytest plugin -n {args.workers} (process wall):   {p:7.2f} s")
-    print(f"ratio plugin / bare: {p / b:.2f}")
+    walls = {}
+    for w in counts:
+        p = walls[w] = statistics.median(r.wall for r in runs[w])
+        over_us = (p - b) / max(tests, 1) * 1e6
+        print(f"pytest plugin -n {w} (process wall):   {p:7.2f} s  ratio plugin / bare: {p / b:.2f} "
+              f"(target <= {RATIO_TARGET:g})  overhead per item: {over_us:.0f} us")
+        peaks: dict[str, float] = {}
+        for r in runs[w]:
+            for role, mb in r.rss.items():
+                peaks[role] = max(peaks.get(role, 0.0), mb)
+        shown = ", ".join(f"{role} {mb:.0f} MB" for role, mb in sorted(peaks.items()))
+        worst = max(peaks.values(), default=0.0)
+        print(f"  peak RSS per process: {shown}  (target <= {RSS_TARGET_MB:g} MB each: "
+              f"{'ok' if worst <= RSS_TARGET_MB else 'MISSED'})")
+    if "0" in walls and len(walls) > 1:
+        for w, p in walls.items():
+            if w != "0":
+                print(f"wall -n {w} / -n 0: {p / walls['0']:.2f} (target <= {SCALING_TARGET:g})")
 
 
 if __name__ == "__main__":

@@ -20,6 +20,7 @@ must modify data).
 
 from __future__ import annotations
 
+import functools
 import logging
 import re
 from dataclasses import dataclass, field
@@ -126,7 +127,7 @@ class Finding:
         return f"{self.detail} (line {self.line})"
 
 
-@dataclass
+@dataclass(slots=True)
 class _Tok:
     word: str  # upper-cased word, punctuation as is, '' for literals
     kind: str  # word | quoted | string | body | punct | number
@@ -146,6 +147,21 @@ class _Context:
 
 
 # --------------------------------------------------------------------------- lexing
+@functools.cache
+def _token_class(ttype: object) -> tuple[bool, bool, bool, bool, bool, bool, bool]:
+    """What :func:`_lex` asks of a token type, once per type (sqlparse's ``in`` is slow Python):
+    blank, quoted name, literal, string, number, punctuation, name."""
+    return (
+        ttype in T.Comment or ttype in T.Whitespace or ttype in T.Newline or ttype in T.Text.Whitespace,
+        ttype in T.String.Symbol,
+        ttype in T.Literal,
+        ttype in T.String,
+        ttype in T.Number,
+        ttype in T.Punctuation or ttype in T.Operator or ttype in T.Error,
+        ttype in T.Name,
+    )
+
+
 def _lex(text: str, dialect: str, line0: int) -> list[_Tok]:
     """Significant tokens of ``text``; multi-word keywords (``CREATE OR REPLACE``) become words."""
     out: list[_Tok] = []
@@ -153,29 +169,30 @@ def _lex(text: str, dialect: str, line0: int) -> list[_Tok]:
     toks = _tokens(text, dialect == "oracle")
     prev_q = False
     for ttype, value in toks:
-        if ttype in T.Comment or ttype in T.Whitespace or ttype in T.Newline or ttype in T.Text.Whitespace:
+        blank, symbol, literal, string, number, punct, name = _token_class(ttype)
+        if blank:
             line += value.count("\n")
             continue
-        if ttype in T.String.Symbol or (value.startswith('"') and value.endswith('"') and len(value) > 1):
+        if symbol or (value.startswith('"') and value.endswith('"') and len(value) > 1):
             out.append(_Tok(value[1:-1].upper(), "quoted", value[1:-1], line))
-        elif value.startswith("$") and ttype in T.Literal and value.endswith("$") and len(value) > 2:
+        elif value.startswith("$") and literal and value.endswith("$") and len(value) > 2:
             tag_end = value.find("$", 1) + 1
             out.append(_Tok("", "body", value[tag_end : len(value) - tag_end], line))
-        elif ttype in T.String:
+        elif string:
             if not value.startswith("'") and "'" in value:
                 value = value[value.index("'") :]  # E'...', U&'...', B'...', X'...'
             inner = value[1:-1] if value.endswith("'") and len(value) > 1 else value[1:]
             if prev_q and len(inner) >= 2:
                 inner = inner[1:-1]  # q'[...]': drop the delimiters
             out.append(_Tok("", "string", inner.replace("''", "'"), line))
-        elif ttype in T.Number:
+        elif number:
             out.append(_Tok(value, "number", value, line))
-        elif ttype in T.Punctuation or ttype in T.Operator or ttype in T.Error:
+        elif punct:
             out.append(_Tok(value, "punct", value, line))
         else:
             for word in value.split():
                 out.append(_Tok(word.upper(), "word", word, line))
-        prev_q = ttype in T.Name and value.lower() in ("q", "nq")
+        prev_q = name and value.lower() in ("q", "nq")
         line += value.count("\n")
     return out
 

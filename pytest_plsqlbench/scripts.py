@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import functools
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Iterator, Literal
 
 from pglast import parser as pg_parser
@@ -46,6 +46,15 @@ class Statement:
     line: int
     #: For ``client`` statements: the command word upper-cased (``SET``, ``SHOW`` ...).
     command: str | None = None
+    #: Its first two words as :func:`first_keyword` reads them, when the splitter already had
+    #: its tokens (so the backend does not lex each statement again).
+    head: str | None = field(default=None, compare=False, repr=False)
+
+    def first_words(self, n: int = 2) -> str:
+        """The statement's first ``n`` (at most 2 from the splitter) words, upper-cased."""
+        if self.head is not None and n <= 2:
+            return " ".join(self.head.split()[:n])
+        return first_keyword(self.text, n)
 
     @property
     def first_word(self) -> str:
@@ -259,9 +268,9 @@ def first_keyword(text: str, n: int = 1) -> str:
     return " ".join(words)
 
 
-def _significant_words(toks: list[tuple[object, str]], start: int, n: int) -> list[str]:
+def _significant_words(toks: list[tuple[object, str]], start: int, n: int, stop: int | None = None) -> list[str]:
     words: list[str] = []
-    for k in range(start, len(toks)):  # by index: a slice would copy the rest of a long script
+    for k in range(start, len(toks) if stop is None else stop):  # by index: a slice would copy the rest of a long script
         ttype, value = toks[k]
         if _is_blank(ttype) or _is_comment(ttype):
             continue
@@ -321,7 +330,15 @@ def split(script: str, dialect: str) -> list[Statement]:
         fast = _pg_split_large(script)
         if fast is not None:
             return fast
-    return list(_split(script, dialect))
+    if len(script) > FAST_TOKENIZER_FROM:
+        return list(_split(script, dialect))  # not kept: data scripts run once
+    return list(_split_cached(script, dialect))
+
+
+@functools.lru_cache(maxsize=32)
+def _split_cached(script: str, dialect: str) -> tuple[Statement, ...]:
+    """An answer is split by the safety check and again to install it (statements are immutable)."""
+    return tuple(_split(script, dialect))
 
 
 def _pg_split_large(script: str) -> list[Statement] | None:
@@ -417,14 +434,17 @@ def _split(script: str, dialect: str) -> Iterator[Statement]:
         parts = []
         at_line_start = False
         terminated_by = None
+        first, stop = i, n
         while i < n:
             ttype, value = toks[i]
             if value == "/" and _slash_line_at(toks, i, at_line_start):
                 terminated_by = "/"
+                stop = i
                 i += 1
                 break
             if kind != "plsql" and value == ";" and ttype in T.Punctuation:
                 terminated_by = ";"
+                stop = i
                 i += 1
                 break
             parts.append(value)
@@ -441,7 +461,8 @@ def _split(script: str, dialect: str) -> Iterator[Statement]:
             kind = "sql"
         if oracle and kind == "sql" and text.endswith(";"):
             text = text[:-1].rstrip()
-        yield Statement(text, kind, start_line, None)
+        head = " ".join(_significant_words(toks, first, 2, stop)) if not oracle else None
+        yield Statement(text, kind, start_line, None, head)
         at_line_start = terminated_by == "/"
 
 

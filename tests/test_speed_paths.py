@@ -1,0 +1,102 @@
+"""The cheaper per-test paths of issue 12 keep the guarantees of the ones they replaced.
+
+One watchdog thread per session (not one per statement), the harness's cleanup after a script
+in one round trip, statement heads taken from the splitter's tokens, and split results kept
+for the last few scripts.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Iterator
+
+import pytest
+
+from pytest_plsqlbench.dialects.postgres import PostgresBackend
+from pytest_plsqlbench.runner import evaluate_task
+from pytest_plsqlbench.scripts import first_keyword, split
+from pytest_plsqlbench.settings import Settings
+from pytest_plsqlbench.tasks import Task, Turn, UnitTest
+
+TIMEOUT = 1.0
+
+
+@pytest.fixture(scope="module")
+def backend() -> Iterator[PostgresBackend]:
+    b = PostgresBackend(Settings(subsets=(), timeout=TIMEOUT), worker="speedpaths")
+    b.start()
+    try:
+        yield b
+    finally:
+        b.stop()
+
+
+def task(*scripts: str, expected: tuple[str, ...] | None = None) -> Task:
+    kind = "output" if expected is not None else "assert"
+    tests = tuple(UnitTest(f"t{i}", kind, s, expected) for i, s in enumerate(scripts))
+    return Task(id="t", subset="s", dialect="postgres", turns=(Turn(1, "p", tests),))
+
+
+def test_the_watchdog_fires_for_every_statement_that_overruns_and_never_for_the_next(backend: PostgresBackend) -> None:
+    slow = "SET statement_timeout = 0; SELECT pg_sleep(20);"
+    report = evaluate_task(backend, task(slow, slow, "SELECT pg_sleep(0.3); SELECT 42;", expected=None), ["SELECT 1;"])
+    classes = [o.failure_class for o in report.outcomes]
+    # Both overruns are cancelled (the one thread re-arms after firing); the quick test after
+    # them is not hit by a late cancel.
+    assert classes[:2] == ["timeout", "timeout"], report.outcomes
+    assert report.outcomes[2].passed, report.outcomes[2]
+    # One watchdog thread for the session, however many statements ran.
+    assert sum(t.name == "plsql-watchdog" for t in threading.enumerate()) >= 1
+    before = sum(t.name == "plsql-watchdog" for t in threading.enumerate())
+    evaluate_task(backend, task(*["SELECT 1;"] * 20), ["SELECT 1;"])
+    assert sum(t.name == "plsql-watchdog" for t in threading.enumerate()) == before
+
+
+def test_what_a_test_leaves_outside_its_savepoint_is_cleared_in_the_one_cleanup_call(backend: PostgresBackend) -> None:
+    leave = "PREPARE q AS SELECT 1; SELECT pg_advisory_lock(7); SET LOCAL search_path = pg_catalog;"
+    probe = ("SELECT count(*) FROM pg_prepared_statements UNION ALL "
+             "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND pid = pg_backend_pid();")
+    report = evaluate_task(backend, task(leave, probe, expected=None), ["SELECT 1;"])
+    assert report.outcomes[0].passed, report.outcomes[0]
+    report = evaluate_task(backend, task(leave, probe, expected=("0", "0")), ["SELECT 1;"])
+    assert report.outcomes[1].passed, report.outcomes[1]
+
+
+def test_an_install_keeps_its_objects_but_not_its_settings(backend: PostgresBackend) -> None:
+    answer = "SET statement_timeout = 0; CREATE FUNCTION kept() RETURNS int LANGUAGE sql AS 'SELECT 5';"
+    t0 = time.monotonic()
+    report = evaluate_task(backend, task("SELECT kept();", "SELECT pg_sleep(20);", expected=("5",)), [answer])
+    assert report.outcomes[0].passed, report.outcomes[0]
+    assert report.outcomes[1].failure_class == "timeout"
+    assert time.monotonic() - t0 < TIMEOUT + 10
+
+
+@pytest.mark.parametrize(
+    "script",
+    [
+        "BEGIN; COMMIT",
+        "start transaction isolation level serializable; end;",
+        "/* a comment */ -- and another\n commit and chain;",
+        "\\set x 1\nSELECT 1;\n/\nROLLBACK",
+        "SELECT 'a;b'; SAVEPOINT s; RELEASE s",
+        "E'\\'' ; COMMIT",
+        "$$ unterminated",
+        "COPY t FROM STDIN; prepare transaction 'x'",
+        "/*" + "x" * 3000 + "*/ COMMIT",
+    ],
+)
+def test_statement_heads_from_the_splitter_match_first_keyword(script: str) -> None:
+    for stmt in split(script, "postgres"):
+        assert stmt.first_words(2) == first_keyword(stmt.text, 2) or stmt.kind == "client" or (
+            # first_keyword reads only the first 2000 characters when that yields enough words:
+            # a comment cut there reads as words; the splitter's tokens are the whole script's.
+            len(stmt.text) > 2000
+        )
+
+
+def test_split_results_are_shared_but_not_mutable() -> None:
+    script = "CREATE TABLE a(x int); INSERT INTO a VALUES (1);"
+    first = split(script, "postgres")
+    first.append(first[0])
+    assert len(split(script, "postgres")) == 2
