@@ -136,7 +136,10 @@ class TaskNode(pytest.Collector):
         harness: Harness = self.config.stash[HARNESS_KEY]
         self.answers = harness.answers(self.task, self.sample)
         backend = harness.backend_for()
-        run = TaskRun(backend, self.task, self.answers, harness.settings, harness.safety)
+        run_type = TaskRun
+        if self.task.metadata.get("judge") == "procarena":  # the call-suite (state) judge
+            from .procarena.judge import CallSuiteRun as run_type
+        run = run_type(backend, self.task, self.answers, harness.settings, harness.safety)
         run.start()
         self.run = run
 

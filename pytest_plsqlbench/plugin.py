@@ -35,6 +35,8 @@ BUILTIN_PLUGINS = (
     "pytest_plsqlbench.loaders.yaml_tasks",
     "pytest_plsqlbench.loaders.mbpp",
     "pytest_plsqlbench.loaders.plsqlbench",
+    "pytest_plsqlbench.procarena.loader",
+    "pytest_plsqlbench.procarena.plforge",
     "pytest_plsqlbench.generation.plugin",
     "pytest_plsqlbench.faults",
     "pytest_plsqlbench.concise",

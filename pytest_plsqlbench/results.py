@@ -360,6 +360,11 @@ def build_document(
             "paper": dict(info.get("paper") or {}),
             "data_revision": (header.get("data_revisions") or {}).get(name),
         }
+        family = [t for t in out_tasks if t["subset"] == name and (t.get("metadata") or {}).get("judge") == "procarena"]
+        if family:  # ProcArena's metric family (until the core's per-subset families land)
+            from .procarena.metrics import compute as procarena_metrics
+
+            subsets[name]["procarena"] = procarena_metrics(family)
     totals_tests: Counter[str] = Counter()
     totals_units: Counter[str] = Counter()
     for name in subsets:

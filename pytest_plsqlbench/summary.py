@@ -270,6 +270,11 @@ def summary_lines(document: Mapping[str, Any], verbose: int = 0) -> list[str]:
     quiet = verbose < 0
     lines = [] if quiet else [header_line(header)]
     lines.extend(table_lines(subsets, cis=not quiet))
+    for name, m in subsets.items():  # ProcArena: EX per subscenario and dialect (Table 6)
+        if m.get("procarena"):
+            from .procarena.metrics import summary_lines as procarena_lines
+
+            lines.extend(procarena_lines(name, m["procarena"]))
     note = "metrics in %; Mean Test Pass@1 gives partial credit per task (PLSQLBench App. C)"
     if not quiet and any(m.get("ci") for m in subsets.values()):
         note += (

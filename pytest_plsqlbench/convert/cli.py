@@ -67,6 +67,7 @@ def register(subparsers: Any) -> None:
         help="dialect for --subset (default postgres; oracle for subsets that exist only for Oracle)",
     )
     val.add_argument("--plsql-data", type=Path, help="local PLSQLBench release for --subset (else downloaded)")
+    val.add_argument("--plsql-tasks", type=Path, action="append", help="extra folder of subset manifests (repeatable)")
     val.add_argument("--plsql-data-cache", type=Path, help="where downloaded data is cached")
     val.add_argument("--plsql-db", choices=DB_KINDS, help="embedded (postgres default), container or dsn")
     val.add_argument("--plsql-dsn", help="connection string of an existing server")
@@ -156,7 +157,7 @@ def _validate_subset(args: argparse.Namespace) -> int:
     """Gold-SQL check of a schema-grounded subset (``validate --subset spider``)."""
     from ..spider.validate import validate_subset
 
-    known = discover()
+    known = discover(tuple(args.plsql_tasks or ()))
     dialect = args.plsql_dialect or run_dialect([known[args.subset]] if args.subset in known else [], "postgres")
     db = args.plsql_db or default_db(dialect, args.plsql_dsn)
     settings = Settings(
@@ -168,6 +169,11 @@ def _validate_subset(args: argparse.Namespace) -> int:
         data=args.plsql_data,
         data_cache=args.plsql_data_cache,
     )
-    lines, ok = validate_subset(settings, args.subset)
+    if args.subset in known and known[args.subset].loader == "procarena":
+        from ..procarena.validate import validate_subset as validate_procarena
+
+        lines, ok = validate_procarena(known[args.subset], settings)
+    else:
+        lines, ok = validate_subset(settings, args.subset)
     print("\n".join(lines))
     return 0 if ok else 1

@@ -138,6 +138,11 @@ class Backend(abc.ABC):
     def _load(self, fixture: Fixture) -> None:
         """Load one fixture into this worker's database (called once per fixture key)."""
 
+    def allow_writes(self, schemas: Sequence[str]) -> None:
+        """Let the candidate change rows of these fixture schemas' tables (ProcArena procedures
+        write). The caller undoes the writes: rollback (PostgreSQL) or a restore (Oracle)."""
+        raise NotImplementedError(f"the {self.dialect or type(self).__name__} backend cannot grant writes")
+
     @abc.abstractmethod
     def session(self) -> Session:
         """The candidate session (created on first use, reused afterwards)."""

@@ -1128,6 +1128,18 @@ class OracleBackend(Backend):
                 ignore=("ORA-01720", "ORA-04042"),
             )
 
+    def allow_writes(self, schemas: Sequence[str]) -> None:
+        """INSERT/UPDATE/DELETE on the schemas' tables for the candidate (ProcArena). Oracle calls
+        may COMMIT: the caller restores the clean state after every run (procarena.oracle_restore)."""
+        grantee = quote_ident(self.candidate)
+        for owner in schemas:
+            rows = self._admin_sql(
+                "SELECT table_name FROM all_tables WHERE owner = :o AND table_name NOT LIKE 'PA$%'", [owner.upper()]
+            )
+            for (name,) in rows:
+                self._admin_sql(f"GRANT INSERT, UPDATE, DELETE ON {quote_ident(owner.upper())}.{quote_ident(name)} "
+                                f"TO {grantee}")
+
     def baseline_snapshot(self, session: OracleSession) -> Snapshot:
         """The candidate schema as fixtures left it (taken once after the last fixture load)."""
         if self._baseline is None:

@@ -27,7 +27,7 @@ import re
 import secrets
 import threading
 import time
-from typing import Any
+from typing import Any, Sequence
 
 import psycopg
 from psycopg import sql as pgsql
@@ -680,6 +680,14 @@ class PostgresBackend(Backend):
             raise InfrastructureError(
                 f"fixture {fixture.key!r} failed to load: {str(exc).strip().splitlines()[0]}"
             ) from exc
+
+    def allow_writes(self, schemas: Sequence[str]) -> None:
+        """INSERT/UPDATE/DELETE on the schemas' tables for the candidate (ProcArena): every write
+        stays inside the task's transaction, which is rolled back."""
+        assert self.admin is not None
+        for schema in schemas:
+            self.admin.execute(pgsql.SQL("GRANT INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA {} TO {}").format(
+                pgsql.Identifier(schema), pgsql.Identifier(self.role)))
 
     def reset_scratch(self) -> None:
         """Drop everything in the candidate's scratch schema (janitor of last resort)."""

@@ -241,6 +241,9 @@ def html(document: Mapping[str, Any]) -> str:
     if notes:
         parts.append("<ul>" + "".join(f"<li>{escape(n)}</li>" for n in notes) + "</ul>")
     parts.append(_chart(document))
+    from ..procarena.metrics import html as procarena_html  # ProcArena Table 6 (metric family)
+
+    parts.extend(procarena_html(name, m["procarena"]) for name, m in subsets.items() if m.get("procarena"))
     parts.append("<h2>Failed task turns by class (§4.4)</h2>")
     parts.append(
         '<p class="muted">One analysis unit is one turn of one task (and sample); <em>Judged</em> excludes '

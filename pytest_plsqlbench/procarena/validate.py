@@ -1,0 +1,57 @@
+"""``plsqlbench validate --subset procarena-sample``: the call suite must discriminate.
+
+Checks per task, on a real database: gold installs and passes its own calls; every call changes
+the state under gold (ProcArena keeps only calls that do, §3.1) -- the state after call k differs
+from the state after call k-1, or the call raises as the task intends, which counts as a change
+only when it is meant (a raising call is reported so a person can check it); gold is not a
+no-op (the final state differs from the clean one); each of the task's ``mutants`` fails at
+least one call.
+"""
+
+from __future__ import annotations
+
+from ..manifests import Manifest
+from ..runner import open_backend
+from ..settings import Settings
+from . import state as st
+from .judge import _GOLD, _gold_key, evaluate
+from .loader import load, spec_of
+
+
+def check_task(backend, task) -> list[str]:  # noqa: ANN001 - Backend, Task
+    """Problems of one task (empty: sound)."""
+    spec = spec_of(task)
+    problems: list[str] = []
+    gold_out = evaluate(backend, task, spec.gold)
+    run = _GOLD.get(backend, {}).get(_gold_key(task))
+    if run is None or run.error:
+        return [f"{task.id}: gold does not run: {run.error if run else 'no gold run'}"]
+    if not all(o.passed for o in gold_out):
+        problems.append(f"{task.id}: gold fails its own calls (nondeterministic?)")
+    previous = run.clean
+    for n, call in enumerate(run.calls, 1):
+        if call.error is None and not st.diff(previous, call.state):
+            problems.append(f"{task.id}: call-{n} does not change the state under gold")
+        previous = call.state
+    if not st.diff(run.clean, previous):
+        problems.append(f"{task.id}: gold is a no-op (the final state equals the clean one)")
+    for mutant in spec.mutants:
+        if all(o.passed for o in evaluate(backend, task, mutant.code)):
+            problems.append(f"{task.id}: mutant '{mutant.why}' passes every call (the calls do not discriminate)")
+    return problems
+
+
+def validate_subset(manifest: Manifest, settings: Settings) -> tuple[list[str], bool]:
+    tasks = load(manifest, settings)
+    problems: list[str] = []
+    raising = 0
+    with open_backend(settings, "validate") as backend:
+        for task in tasks:
+            problems += check_task(backend, task)
+            run = _GOLD.get(backend, {}).get(_gold_key(task))
+            raising += sum(1 for c in (run.calls if run else []) if c.error is not None)
+    lines = [f"{manifest.name} ({settings.dialect}): {len(tasks)} task(s), "
+             f"{sum(len(t.turns[0].tests) for t in tasks)} call(s), {raising} raising under gold; "
+             f"{len(problems)} problem(s)"]
+    lines += [f"  PROBLEM {p}" for p in problems]
+    return lines, not problems

@@ -1,0 +1,137 @@
+"""PLForge-format records on Spider databases built from a PLSQLBench-layout release.
+
+Records and the release's one database (``TOY_STORE``) are written here for the test; PLForge's
+own samples are not used (they carry no licence).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from pytest_plsqlbench.errors import DataError
+from pytest_plsqlbench.manifests import discover
+from pytest_plsqlbench.procarena.plforge import load, read_records
+from pytest_plsqlbench.settings import Settings
+
+OWNER = "TOY_STORE"
+DDL = {
+    "TOYS": f'CREATE TABLE {OWNER}.TOYS ("TOY_ID" NUMBER NOT NULL, "NAME" VARCHAR2(40), "PRICE" NUMBER(8,2), '
+            f'"STOCK" NUMBER, CONSTRAINT TS_PK_T PRIMARY KEY ("TOY_ID"))',
+    "SALES": f'CREATE TABLE {OWNER}.SALES ("SALE_ID" NUMBER NOT NULL, "TOY_ID" NUMBER, "QTY" NUMBER, '
+             f'CONSTRAINT TS_PK_S PRIMARY KEY ("SALE_ID"), CONSTRAINT TS_FK_S FOREIGN KEY ("TOY_ID") '
+             f'REFERENCES {OWNER}.TOYS ("TOY_ID"))',
+}
+COLUMNS = {"TOYS": '"TOY_ID", "NAME", "PRICE", "STOCK"', "SALES": '"SALE_ID", "TOY_ID", "QTY"'}
+ROWS = {
+    "TOYS": ["(1, 'kite', 12.5, 4)", "(2, 'yoyo', 3, 0)", "(3, 'robot', 40, 2)"],
+    "SALES": ["(1, 1, 2)"],
+}
+SELL = """CREATE OR REPLACE PROCEDURE sell_toy(p_toy integer, p_qty integer)
+LANGUAGE plpgsql AS $$
+DECLARE v_stock integer; v_id integer;
+BEGIN
+  SELECT stock INTO v_stock FROM toys WHERE toy_id = p_toy;
+  IF v_stock IS NULL OR v_stock < p_qty THEN
+    RAISE EXCEPTION 'not enough stock';
+  END IF;
+  UPDATE toys SET stock = stock - p_qty WHERE toy_id = p_toy;
+  SELECT COALESCE(MAX(sale_id), 0) + 1 INTO v_id FROM sales;
+  INSERT INTO sales VALUES (v_id, p_toy, p_qty);
+END $$;"""
+DISCOUNT = """CREATE OR REPLACE PROCEDURE discount(p_pct numeric)
+LANGUAGE plpgsql AS $$
+BEGIN
+  UPDATE toys SET price = round(price * (100 - p_pct) / 100, 2) WHERE stock > 0;
+END $$;"""
+RECORDS = [
+    {"text": "Sell p_qty of toy p_toy: lower its stock and record the sale with the next sale id; "
+             "refuse when stock is short.", "plsql": SELL,
+     "call": ["call sell_toy(1, 2);", "call sell_toy(3, 1);", "call sell_toy(3, 1);", "call sell_toy(2, 1);"], "database": "toy_store",
+     "table": ["toys", "sales"]},
+    {"text": "Discount every toy in stock by p_pct percent.", "plsql": DISCOUNT,
+     "call": ["call discount(10);", "call discount(50);"], "database": "toy_store", "table": "toys"},
+    {"text": "x", "plsql": "CREATE OR REPLACE PROCEDURE gone() LANGUAGE plpgsql AS $$ BEGIN NULL; END $$;",
+     "call": ["call gone();"], "database": "no_such_db", "table": "t"},
+]
+
+
+def write_release(dest: Path) -> Path:
+    schema = dest / "schema" / "spider"
+    schema.mkdir(parents=True)
+    (schema / "spider_ddl.jsonl").write_text(
+        "\n".join(json.dumps({"db_id": OWNER, "table": n, "sql": s}) for n, s in DDL.items()) + "\n")
+    tables = {n.title(): {"insert_statements": [f"INSERT INTO {OWNER}.{n} ({COLUMNS[n]}) VALUES {', '.join(r)}"],
+                          "source_table": n.title(), "source_database": "toy_store", "total_rows": len(r)}
+              for n, r in ROWS.items()}
+    (schema / "spider_dml.json").write_text(json.dumps({"metadata": {}, "tables": tables}))
+    return dest
+
+
+@pytest.fixture()
+def data(tmp_path: Path) -> tuple[Path, Path]:
+    release = write_release(tmp_path / "release")
+    records = tmp_path / "records.json"
+    records.write_text(json.dumps(RECORDS))
+    return release, records
+
+
+def test_records_become_call_suite_tasks(data: tuple[Path, Path], tmp_path: Path) -> None:
+    release, records = data
+    settings = Settings(subsets=("plforge",), data=release, sources={"plforge": records}, data_cache=tmp_path / "cache")
+    tasks = load(discover()["plforge"], settings)
+    assert [t.id for t in tasks] == ["plforge_0001", "plforge_0002", "plforge_0003"]
+    sell = tasks[0]
+    assert [u.id for u in sell.turns[0].tests] == ["call-1", "call-2", "call-3", "call-4"]
+    assert sell.metadata["schema"] == "toy_store" and sell.metadata["search_path"] == ["toy_store"]
+    assert "sell_toy(p_toy integer, p_qty integer)" in sell.turns[0].prompt
+    assert "Table toy_store.toys" in sell.turns[0].prompt and "'kite'" in sell.turns[0].prompt
+    assert SELL.splitlines()[4] not in sell.turns[0].prompt
+    assert "not in the release" in tasks[2].metadata["not_runnable"]
+
+
+def test_malformed_records_name_the_record(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps([{**RECORDS[0], "call": ["BEGIN sell_toy(1, 2); commit; END;"]}]))
+    release = write_release(tmp_path / "release")
+    settings = Settings(subsets=("plforge",), data=release, sources={"plforge": bad}, data_cache=tmp_path / "cache")
+    with pytest.raises(DataError, match=r"bad.json record 1: field 'call' holds Oracle blocks"):
+        load(discover()["plforge"], settings)
+    bad.write_text("{not json")
+    with pytest.raises(DataError, match="neither a JSON list nor JSON Lines"):
+        read_records(bad)
+
+
+def test_plforge_reference_run_end_to_end(data: tuple[Path, Path], tmp_path: Path) -> None:
+    release, records = data
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--subset", "plforge", f"--plsql-data={release}",
+         f"--plsql-source=plforge={records}", f"--plsql-data-cache={tmp_path / 'cache'}", "--plsql-model=reference",
+         "-n", "0", "-q", "-rs"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=600,
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+    assert "6 passed, 1 skipped" in proc.stdout
+    assert "no_such_db" in proc.stdout
+
+
+def test_plforge_wrong_procedure_fails(data: tuple[Path, Path], tmp_path: Path) -> None:
+    release, records = data
+    wrong = [dict(RECORDS[0])]
+    answers = tmp_path / "answers.jsonl"
+    answers.write_text(json.dumps({"task_id": "plforge_0001", "subset": "plforge",
+                                   "answer": SELL.replace("v_stock < p_qty", "v_stock <= p_qty")}) + "\n")
+    records.write_text(json.dumps(wrong))
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--subset", "plforge", f"--plsql-data={release}",
+         f"--plsql-source=plforge={records}", f"--plsql-data-cache={tmp_path / 'cache'}",
+         f"--plsql-answers={answers}", "-n", "0", "-q"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=600,
+    )
+    # the boundary call (stock 1, quantity 1) and the state after it
+    assert "2 failed, 2 passed" in proc.stdout, proc.stdout[-3000:] + proc.stderr[-2000:]
+    assert "table toy_store.toys differs" in proc.stdout
