@@ -365,6 +365,9 @@ def build_document(
             from .procarena.metrics import compute as procarena_metrics
 
             subsets[name]["procarena"] = procarena_metrics(family)
+    from .procarena.interactive.metrics import retention  # Interactive EX / Direct EX over paired tasks
+
+    retention(subsets, out_tasks)
     totals_tests: Counter[str] = Counter()
     totals_units: Counter[str] = Counter()
     for name in subsets:

@@ -56,6 +56,7 @@ def _mean(values: list[float]) -> float | None:
 
 def compute(entries: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
     """The family's numbers for the task entries of one subset (fractions in 0..1)."""
+    entries = list(entries)
     cells: dict[tuple[str, str], list[bool]] = defaultdict(list)
     test_pass: list[float] = []
     types: Counter = Counter()
@@ -93,7 +94,16 @@ def compute(entries: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
         "by_dialect": table,
         "failure_types": {t: types.get(t, 0) for t in TYPES},
         "failure_type_rates": {t: (types.get(t, 0) / n if n else None) for t in TYPES},
+        **_interactive(entries),
     }
+
+
+def _interactive(entries: list[Mapping[str, Any]]) -> dict[str, Any]:
+    """Interactive mode's episode figures (issue 15), for a subset of Interactive forms."""
+    from .interactive import metrics as im
+
+    chosen = [e for e in entries if im.is_interactive(e)]
+    return {"interactive": im.figures(chosen)} if chosen else {}
 
 
 def _pct(v: float | None) -> str:
@@ -120,6 +130,10 @@ def summary_lines(name: str, m: Mapping[str, Any]) -> list[str]:
         lines.append("failure types (% of tasks): " + ", ".join(
             f"{LABELS[t]} {_pct(rates.get(t))}" for t in TYPES if types.get(t)))
     lines.append("Synth = mean of A1-A5, Edit = mean of B1, B3, B4 (B2 is scored by speed, issue 14)")
+    if m.get("interactive"):
+        from .interactive.metrics import summary_lines as interactive_lines
+
+        lines.extend(interactive_lines(name, m["interactive"]))
     return lines
 
 

@@ -244,6 +244,9 @@ def html(document: Mapping[str, Any]) -> str:
     from ..procarena.metrics import html as procarena_html  # ProcArena Table 6 (metric family)
 
     parts.extend(procarena_html(name, m["procarena"]) for name, m in subsets.items() if m.get("procarena"))
+    from ..procarena.interactive.metrics import html as interactive_html  # episodes and their timelines
+
+    parts.append(interactive_html(document))
     parts.append("<h2>Failed task turns by class (§4.4)</h2>")
     parts.append(
         '<p class="muted">One analysis unit is one turn of one task (and sample); <em>Judged</em> excludes '
