@@ -43,6 +43,15 @@ def words(text: str) -> set[str]:
     return out
 
 
+_TERM = re.compile(r"[+\-]?\d+(?:\.\d+)?|[a-z_][a-z0-9_]*")
+
+
+def terms(text: str) -> set[str]:
+    """Words and signed numbers (``- 0.5`` -> ``-0.5``): options differ by their numbers and signs."""
+    text = re.sub(r"([+\-])\s+(?=\d)", r"\1", text.lower())
+    return {t for t in _TERM.findall(text) if t not in STOP}
+
+
 def _quoted(text: str) -> list[str]:
     return [q.lower() for q in re.findall(r"['\"`‘’“”]([^'\"`‘’“”]{3,60})['\"`‘’“”]", text)]
 
@@ -119,10 +128,10 @@ class LedgerSimulator(Simulator):
         entries = self.matched(" ".join([question, *options]))
         if not entries:
             return Reply(f"{SELECTOR_NONE}: none of the options is confirmed", fallback=True, index=SELECTOR_NONE)
-        facts = words(" ".join(e.answer for e in entries))
-        scores = [len(words(o) & facts) / max(1, len(words(o))) for o in options]
+        facts = terms(" ".join(e.answer for e in entries))
+        scores = [sum(1 if t in facts else -1 for t in terms(o)) for o in options]
         best = max(range(len(options)), key=lambda i: (scores[i], -i))
-        if scores[best] == 0:
+        if scores[best] <= 0 or scores.count(scores[best]) > 1:
             return Reply(f"{SELECTOR_NONE}: none of the options is confirmed", revealed=[e.id for e in entries],
                          index=SELECTOR_NONE)
         return Reply(str(best), revealed=[e.id for e in entries], index=best)
