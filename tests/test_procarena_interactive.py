@@ -249,6 +249,49 @@ def test_step_cap_ends_the_episode(backend: Any, task: Task, stub: StubServer) -
     assert (rec.ended, rec.steps, rec.requests, rec.spent) == ("step_cap", 3, 4, 1.5)
 
 
+def test_model_simulator_matches_then_phrases_and_counts_its_tokens_apart(backend: Any, task: Task,
+                                                                          stub: StubServer) -> None:
+    from pytest_plsqlbench.generation.client import ModelClient
+    from pytest_plsqlbench.procarena.interactive.simulator import ModelSimulator
+
+    spec = spec_of(task)
+    assert spec.interactive is not None
+    sim_client = ModelClient("openai/simulator", api_base=stub.api_base, retries=0)
+    phrased = "The room is the location's capacity minus what is stored there."
+    solver_script = [tool_call("ask_user", {"question": "What is the put-away room?"}),
+                     tool_call("ask_user", {"question": "Anything about colours?"}),
+                     tool_call("submit", {"answer": spec.gold})]
+
+    def respond(body: Mapping[str, Any]) -> Action:
+        if body.get("tools"):  # the Solver
+            return solver_script[len([m for m in body["messages"] if m["role"] == "assistant"])]
+        prompt = body["messages"][-1]["content"]
+        if "JSON list of the ids" in prompt:  # step 1: match the question to entries
+            question = prompt.rsplit("Question:", 1)[-1]
+            return ok('["M1"]' if "put-away" in question else "[]", prompt_tokens=5, completion_tokens=2)
+        assert "Never write code" in prompt  # step 2: phrase from the matched entries (or behaviour) only
+        return ok(phrased if "sum of qty_on_hand" in prompt else "Nothing on colours.", prompt_tokens=5,
+                  completion_tokens=3)
+
+    stub.default = respond
+    client = ModelClient("openai/stub", api_base=stub.api_base, retries=0)
+    protocol = Protocol(parse_rule("paper"), parse_prices(None), MAX_STEPS, 4000)
+    record = EpisodeRecord(task_id=task.id, subset=task.subset, solver="openai/stub",
+                           simulator={"kind": "model"}, ledger_size=4, budget_limit=17.0, max_steps=MAX_STEPS)
+    sim = ModelSimulator(spec.interactive.ledger, spec.behaviour, "openai/simulator",
+                         lambda m: (lambda c: (c.text, c.usage))(sim_client.complete(m)))
+    rec = Episode(prompt=task.turns[0].prompt, dialect="postgres", record=record, protocol=protocol,
+                  environment=None, simulator=sim,
+                  solver=lambda messages, tools: client.complete(messages, tools=list(tools))).run()
+    assert rec.ended == "submit" and rec.revealed == ["M1"] and rec.fallback_answers == 1
+    assert [e["result"] for e in rec.timeline[:2]] == [phrased, "Nothing on colours."]
+    assert rec.tokens == {"solver": {"prompt": 33, "completion": 21}, "simulator": {"prompt": 20, "completion": 10}}
+    sim_prompts = [b["messages"][-1]["content"] for b in stub.bodies() if not b.get("tools")]
+    assert len(sim_prompts) == 4 and all(spec.gold.strip()[:60] not in p for p in sim_prompts)
+    ledger = {e.id: e.answer for e in spec.interactive.ledger}
+    assert ledger["M1"] in sim_prompts[1] and ledger["M2"] not in sim_prompts[1]
+
+
 # --------------------------------------------------------------------------- metrics
 def _entry(subset: str, task_id: str, passed: bool, mode: str | None, episode: Mapping[str, Any] | None = None) -> dict:
     meta = {"judge": "procarena", "scenario": "a1", "dialect": "postgres", **({"mode": mode} if mode else {})}
