@@ -385,6 +385,15 @@ def test_reference_with_both_subsets_gives_retention(tmp_path: Path) -> None:
     inter = doc["subsets"]["procarena-sample-interactive"]["procarena"]["interactive"]
     assert inter["retention"]["pairs"] == 1 and inter["retention"]["retention"] == 1.0
     assert inter["endings"] == {"submit": 1} and inter["mean_budget_spent"] == 0.0
+    # retention from two results files: split this document into a Direct and an Interactive one
+    for name in ("procarena-sample", "procarena-sample-interactive"):
+        part = {**doc, "subsets": {name: doc["subsets"][name]}, "tasks": [t for t in doc["tasks"] if t["subset"] == name]}
+        (tmp_path / f"{name}.json").write_text(json.dumps(part))
+    two = subprocess.run([sys.executable, "-m", "pytest_plsqlbench.procarena.interactive.metrics",
+                          str(tmp_path / "procarena-sample.json"), str(tmp_path / "procarena-sample-interactive.json")],
+                         cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert two.returncode == 0, two.stdout + two.stderr
+    assert "retention 100.0 % = Interactive EX 100.0 / Direct EX 100.0 over 1 paired task(s)" in two.stdout
     html = tmp_path / "r.html"
     rep = subprocess.run([sys.executable, "-m", "pytest_plsqlbench.cli", "report", str(out), "--format", "html",
                           "-o", str(html)], cwd=tmp_path, capture_output=True, text=True, timeout=300)

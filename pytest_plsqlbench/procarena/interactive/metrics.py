@@ -161,3 +161,45 @@ def timeline_html(entry: Mapping[str, Any], ep: Mapping[str, Any]) -> str:
                     f"<td>{step.get('cost')}</td><td>{step.get('spent')}</td></tr>")
     return (f"<details><summary>{head}</summary><table><tr><th>Step</th><th>Action</th><th>Arguments</th>"
             f"<th>Result</th><th>Cost</th><th>Spent</th></tr>{''.join(rows)}</table></details>")
+
+
+def retention_of_files(paths: Iterable[str]) -> list[str]:
+    """Retention from separate results files (a Direct run and an Interactive run of the same tasks)."""
+    import copy
+
+    from ...results import read_document
+
+    docs = [read_document(__import__("pathlib").Path(p)) for p in paths]
+    subsets: dict[str, dict[str, Any]] = {}
+    for doc in docs:
+        for name, m in (doc.get("subsets") or {}).items():
+            subsets.setdefault(name, copy.deepcopy(m))
+    retention(subsets, [t for doc in docs for t in doc.get("tasks") or []])
+    lines = []
+    for name, m in subsets.items():
+        block = (m.get("procarena") or {}).get("interactive")
+        if block:
+            lines.extend(summary_lines(name, block))
+    return lines or ["no Interactive ProcArena subset in these files"]
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m pytest_plsqlbench.procarena.interactive.metrics DIRECT.json INTERACTIVE.json``"""
+    import argparse
+
+    from ...results import ResultsFormatError
+
+    parser = argparse.ArgumentParser(description="ProcArena retention = Interactive EX / Direct EX over paired "
+                                     "tasks, from results files of a Direct and an Interactive run.")
+    parser.add_argument("results", nargs="+", metavar="RESULTS.json")
+    args = parser.parse_args(argv)
+    try:
+        print("\n".join(retention_of_files(args.results)))
+    except ResultsFormatError as exc:
+        print(f"error: {exc}")
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
