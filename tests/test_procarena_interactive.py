@@ -376,6 +376,26 @@ def test_end_to_end_two_workers_and_episode_cache(tmp_path: Path, stub: StubServ
 
 
 @pytest.mark.slow
+def test_a_failed_episode_is_not_cached_and_plays_again_from_its_start(tmp_path: Path, stub: StubServer) -> None:
+    from stub_openai import error
+
+    (t,) = [t for t in _tasks(INTERACTIVE, "procarena-sample-interactive") if t.id == TASK]
+    stub.push(tool_call("get_schema"), error(503))  # the provider fails mid-episode
+    args = ("--subset", "procarena-sample-interactive", "--plsql-task", TASK, "--plsql-retries=0", "-n", "0")
+    proc = run(tmp_path, stub, *args, f"--plsql-results={tmp_path / 'r1.json'}")
+    assert stub.count == 2 and "infrastructure" in proc.stdout.lower(), proc.stdout[-2000:]
+    doc = json.loads((tmp_path / "r1.json").read_text())
+    assert doc["tasks"][0]["answers"][0]["status"] == "error"
+    assert not list((tmp_path / "cache" / "episodes").rglob("*.json"))
+    stub.default = responder([t])
+    proc = run(tmp_path, stub, *args, f"--plsql-results={tmp_path / 'r2.json'}")
+    assert proc.returncode == 0, proc.stdout[-2000:]
+    # the whole episode again, from its first step: three requests, none reused from the failed one
+    assert stub.count == 5 and len(stub.bodies()[2]["messages"]) == 2
+    assert len(list((tmp_path / "cache" / "episodes").rglob("*.json"))) == 1
+
+
+@pytest.mark.slow
 def test_reference_with_both_subsets_gives_retention(tmp_path: Path) -> None:
     out = tmp_path / "r.json"
     proc = run(tmp_path, None, "--subset", "procarena-sample,procarena-sample-interactive", "--plsql-task", TASK,
