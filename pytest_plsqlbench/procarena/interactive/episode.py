@@ -243,8 +243,7 @@ class Episode:
         elif name in ENVIRONMENT:
             result = self._environment(name, args)
         else:
-            reply = (self.simulator.ask_user(args["question"]) if name == "ask_user"
-                     else self.simulator.ask_selector(args["question"], list(args["options"])))
+            reply = self._simulate(name, args)
             result = reply.text
             revealed = reply.revealed
             for r in revealed:
@@ -259,6 +258,17 @@ class Episode:
             messages.append({"role": "user", "content": content})
         logged = dict(args) if name != MALFORMED or args else ({"text": text[:500]} if text else {})
         self._log(name, logged, result, cost, revealed=revealed, malformed=name == MALFORMED)
+
+    def _simulate(self, name: str, args: Mapping[str, Any]) -> Any:
+        from ...generation.client import ProviderError
+
+        try:
+            if name == "ask_user":
+                return self.simulator.ask_user(args["question"])
+            return self.simulator.ask_selector(args["question"], list(args["options"]))
+        except ProviderError as exc:  # the Simulator's model failed: the episode cannot go on fairly
+            _add_usage(self.record.tokens["simulator"], exc.usage)
+            raise _SolverFailed(f"the User Simulator failed: {exc}") from None
 
     def _environment(self, name: str, args: Mapping[str, Any]) -> str:
         if self.env is None:
