@@ -243,6 +243,38 @@ def test_malformed_actions_until_the_budget_ends(backend: Any, task: Task, stub:
     assert "last turn" in last["messages"][-1]["content"]
 
 
+def test_the_scratch_copy_never_holds_gold(backend: Any, task: Task, stub: StubServer) -> None:
+    spec = spec_of(task)
+    evaluate(backend, task, spec.gold)  # gold's states are now cached on this worker
+    probe = (f"SELECT count(*) FROM pg_proc WHERE proname = '{spec.procedure}'; "
+             "SELECT count(*) FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace "
+             "WHERE n.nspname NOT IN ('pg_catalog', 'information_schema') AND p.prokind = 'p'")
+    stub.push(tool_call("execute_scratch", {"sql": probe}), tool_call("submit", {"answer": "x"}))
+    rec = play(backend, task, stub)
+    assert rec.timeline[0]["result"].split() == ["0", "0"]
+
+
+def test_a_failing_simulator_model_ends_the_episode_in_error(task: Task, stub: StubServer) -> None:
+    from stub_openai import error
+
+    from pytest_plsqlbench.generation.client import ModelClient
+    from pytest_plsqlbench.procarena.interactive.simulator import ModelSimulator
+
+    spec = spec_of(task)
+    assert spec.interactive is not None
+    sim_client = ModelClient("openai/simulator", api_base=stub.api_base, retries=0)
+    stub.push(tool_call("ask_user", {"question": "What is the put-away room?"}), error(503))
+    client = ModelClient("openai/stub", api_base=stub.api_base, retries=0)
+    record = EpisodeRecord(task_id=task.id, subset=task.subset, solver="openai/stub", simulator={"kind": "model"},
+                           ledger_size=4, budget_limit=17.0, max_steps=MAX_STEPS)
+    rec = Episode(prompt=task.turns[0].prompt, dialect="postgres", record=record,
+                  protocol=Protocol(parse_rule("paper"), parse_prices(None), MAX_STEPS, 4000), environment=None,
+                  simulator=ModelSimulator(spec.interactive.ledger, spec.behaviour, "openai/simulator",
+                                           lambda m: (lambda c: (c.text, c.usage))(sim_client.complete(m))),
+                  solver=lambda messages, tools: client.complete(messages, tools=list(tools))).run()
+    assert rec.ended == "error" and "User Simulator failed" in (rec.error or "") and rec.submission is None
+
+
 def test_step_cap_ends_the_episode(backend: Any, task: Task, stub: StubServer) -> None:
     stub.default = tool_call("describe_table", {"table": "suppliers"})
     rec = play(backend, task, stub, max_steps=3)
