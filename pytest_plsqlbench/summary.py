@@ -324,7 +324,7 @@ def item_counts(document: Mapping[str, Any]) -> dict[str, Any]:
     of a task sample left out with them (``left_out_passed`` passed there).
     """
     # The metrics' own view of a test's class (e.g. a not-generated test excluded by choice).
-    from .metrics import judged_class
+    from .metrics import NOT_JUDGED, judged_class
 
     out: dict[str, Any] = dict.fromkeys(
         ("items", "passed", "failed", "skipped", "judged", "judged_passed", "left_out", "left_out_failed", "left_out_passed"),
@@ -346,7 +346,7 @@ def item_counts(document: Mapping[str, Any]) -> dict[str, Any]:
                 continue
             out["passed" if passed else "failed"] += 1
             sample_out = bool(task.get("excluded")) if dropped is None else int(test.get("sample") or 0) in dropped
-            if cls in metrics.NOT_JUDGED or sample_out:
+            if cls in NOT_JUDGED or sample_out:
                 out["left_out"] += 1
                 out["left_out_passed" if passed else "left_out_failed"] += 1
                 if not passed:
