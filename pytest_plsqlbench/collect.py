@@ -73,7 +73,8 @@ class Harness:
         return self.backend
 
     def episode(self, task: Task, sample: int) -> Episode:
-        """The task's rollout: the generation hook asked for each turn in order."""
+        """The task's rollout: the generation hook asked for each turn in order, by the Episode a
+        plugin returns from ``pytest_plsql_episode`` (an interactive one, say) or a plain one."""
 
         def ask(task: Task, turn: int, history: tuple, sample: int) -> Answer:
             answer = self.config.hook.pytest_plsql_generate(
@@ -83,7 +84,9 @@ class Harness:
                 answer = Answer(code=None, status="error", error=f"no answer source handles model {self.settings.answer_source!r}")
             return answer
 
-        episode = Episode(task, sample)
+        episode = self.config.hook.pytest_plsql_episode(config=self.config, task=task, sample=sample)
+        if episode is None:
+            episode = Episode(task, sample)
         episode.play(ask)
         return episode
 

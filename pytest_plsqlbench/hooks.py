@@ -13,6 +13,7 @@ import pytest
 if TYPE_CHECKING:
     from .answers import Answer, Exchange
     from .dialects.base import Backend
+    from .episode import Episode
     from .families import MetricFamily
     from .judges import Judge
     from .manifests import Manifest
@@ -61,3 +62,8 @@ def pytest_plsql_judges(config: pytest.Config) -> "Sequence[Judge]":
 @pytest.hookspec
 def pytest_plsql_metric_families() -> "Sequence[MetricFamily]":
     """Return metric families that subset manifests can name (``metrics: NAME``)."""
+
+
+@pytest.hookspec(firstresult=True)
+def pytest_plsql_episode(config: pytest.Config, task: "Task", sample: int) -> "Episode | None":
+    """Return the Episode that plays ``task``'s turns on this worker (e.g. an interactive one), or None."""

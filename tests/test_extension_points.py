@@ -355,3 +355,33 @@ def test_cumulative_tests_see_earlier_tests_and_are_replayed_when_the_scope_rest
     assert run.run_test(1, tests[2]).extra["kept"] == 4  # answer + calls 1, 2 replayed + call 3
     assert session.log == [("ANSWER", False), ("CALL step(1);", False), ("CALL step(2);", False), ("CALL step(3);", False)]
     run.finish()
+
+
+def test_a_plugin_episode_plays_the_turns(pytester: pytest.Pytester) -> None:
+    """``pytest_plsql_episode``: where an interactive rollout (tools between turns) plugs in."""
+    pytester.makeconftest(CONFTEST + r'''
+from pytest_plsqlbench.episode import Episode
+
+
+class Doubling(Episode):
+    def play(self, ask, *, carry_failures=True):
+        done = super().play(ask, carry_failures=carry_failures)
+        self.answers = [Answer(code=a.code + "\n" + BUMP, source="doubling") for a in self.answers]
+        return done
+
+
+def pytest_plsql_episode(config, task, sample):
+    return Doubling(task, sample)
+''')
+    tasks = pytester.mkdir("mytasks")
+    (tasks / "counting.yaml").write_text("name: counting\nloader: counting\ndialects: [postgres]\nmetrics: counting\n")
+    results = pytester.path / "r.json"
+    result = pytester.runpytest_subprocess(
+        "--subset", "counting", "--plsql-tasks", str(tasks), "--plsql-model=reference",
+        "--plsql-safety=off", f"--plsql-results={results}", "-k", "task1",
+    )
+    doc = json.loads(results.read_text())
+    assert {a["source"] for t in doc["tasks"] for a in t["answers"]} == {"doubling"}
+    # The episode's answer is what ran: it bumps the count once on install, so call k reads k + 1.
+    counts = sorted(x["extra"]["count"] for t in doc["tasks"] for x in t["tests"])
+    assert counts == [2, 3, 4], result.stdout.str()
