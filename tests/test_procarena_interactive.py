@@ -22,7 +22,7 @@ from pytest_plsqlbench.manifests import load_manifest
 from pytest_plsqlbench.procarena.interactive import metrics as im
 from pytest_plsqlbench.procarena.interactive.budget import (MAX_STEPS, PRICES, Budget, BudgetRule, parse_prices,
                                                             parse_rule)
-from pytest_plsqlbench.procarena.interactive.episode import Episode, EpisodeRecord, Protocol
+from pytest_plsqlbench.procarena.interactive.episode import EpisodeRecord, InteractiveEpisode, Protocol
 from pytest_plsqlbench.procarena.interactive.simulator import NO_ANSWER, LedgerSimulator
 from pytest_plsqlbench.procarena.interactive.tools import NAMES, SCHEMA, Environment, Malformed, check
 from pytest_plsqlbench.procarena.judge import evaluate
@@ -167,9 +167,9 @@ def play(backend: Any, task: Task, stub: StubServer, *, max_steps: int = MAX_STE
     env = Environment(backend, task)
     env.start()
     try:
-        return Episode(prompt=task.turns[0].prompt, dialect="postgres", record=record, protocol=protocol,
-                       environment=env, simulator=LedgerSimulator(spec.interactive.ledger, spec.behaviour),
-                       solver=lambda messages, tools: client.complete(messages, tools=list(tools))).run()
+        return InteractiveEpisode(task, tools=env, record=record, protocol=protocol,
+                                  simulator=LedgerSimulator(spec.interactive.ledger, spec.behaviour),
+                                  solver=lambda messages, tools: client.complete(messages, tools=list(tools))).run()
     finally:
         env.close()
 
@@ -267,11 +267,11 @@ def test_a_failing_simulator_model_ends_the_episode_in_error(task: Task, stub: S
     client = ModelClient("openai/stub", api_base=stub.api_base, retries=0)
     record = EpisodeRecord(task_id=task.id, subset=task.subset, solver="openai/stub", simulator={"kind": "model"},
                            ledger_size=4, budget_limit=17.0, max_steps=MAX_STEPS)
-    rec = Episode(prompt=task.turns[0].prompt, dialect="postgres", record=record,
-                  protocol=Protocol(parse_rule("paper"), parse_prices(None), MAX_STEPS, 4000), environment=None,
-                  simulator=ModelSimulator(spec.interactive.ledger, spec.behaviour, "openai/simulator",
-                                           lambda m: (lambda c: (c.text, c.usage))(sim_client.complete(m))),
-                  solver=lambda messages, tools: client.complete(messages, tools=list(tools))).run()
+    rec = InteractiveEpisode(task, record=record,
+                             protocol=Protocol(parse_rule("paper"), parse_prices(None), MAX_STEPS, 4000),
+                             simulator=ModelSimulator(spec.interactive.ledger, spec.behaviour, "openai/simulator",
+                                                      lambda m: (lambda c: (c.text, c.usage))(sim_client.complete(m))),
+                             solver=lambda messages, tools: client.complete(messages, tools=list(tools))).run()
     assert rec.ended == "error" and "User Simulator failed" in (rec.error or "") and rec.submission is None
 
 
@@ -312,9 +312,8 @@ def test_model_simulator_matches_then_phrases_and_counts_its_tokens_apart(backen
                            simulator={"kind": "model"}, ledger_size=4, budget_limit=17.0, max_steps=MAX_STEPS)
     sim = ModelSimulator(spec.interactive.ledger, spec.behaviour, "openai/simulator",
                          lambda m: (lambda c: (c.text, c.usage))(sim_client.complete(m)))
-    rec = Episode(prompt=task.turns[0].prompt, dialect="postgres", record=record, protocol=protocol,
-                  environment=None, simulator=sim,
-                  solver=lambda messages, tools: client.complete(messages, tools=list(tools))).run()
+    rec = InteractiveEpisode(task, record=record, protocol=protocol, simulator=sim,
+                             solver=lambda messages, tools: client.complete(messages, tools=list(tools))).run()
     assert rec.ended == "submit" and rec.revealed == ["M1"] and rec.fallback_answers == 1
     assert [e["result"] for e in rec.timeline[:2]] == [phrased, "Nothing on colours."]
     assert rec.tokens == {"solver": {"prompt": 33, "completion": 21}, "simulator": {"prompt": 20, "completion": 10}}

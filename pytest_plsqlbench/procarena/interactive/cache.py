@@ -18,6 +18,7 @@ import logging
 import os
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator, Mapping
 
@@ -89,3 +90,26 @@ class EpisodeCache:
             yield
         finally:
             lock.release()
+
+
+@dataclass(frozen=True)
+class Stored:
+    """One episode's place in the cache: what :class:`~.episode.InteractiveEpisode` reads and writes."""
+
+    cache: EpisodeCache
+    path: Path
+    key: str
+    #: ``--plsql-cache-only``: a missing episode is not played.
+    cache_only: bool = False
+
+    def read(self) -> dict[str, Any] | None:
+        return self.cache.read(self.path, self.key)
+
+    def write(self, episode: Mapping[str, Any]) -> None:
+        try:
+            self.cache.write(self.path, self.key, episode)
+        except OSError as exc:
+            log.warning("episode cache: cannot write %s (%s); kept for this run only", self.path, exc)
+
+    def lock(self) -> contextlib.AbstractContextManager[None]:
+        return self.cache.lock(self.key)

@@ -1,5 +1,10 @@
 """One Interactive episode: the Solver acts through tools until it submits (ProcArena §2.2, §3.3.2).
 
+:class:`InteractiveEpisode` is the core's rollout object (:class:`pytest_plsqlbench.episode.Episode`)
+for an Interactive task: one turn, whose answer is the Solver's submission; its ``tools`` are the
+scratch :class:`~.tools.Environment` on the worker's database. The task node's setup plays it
+(hook ``pytest_plsql_episode``, :mod:`.play`), then the runner judges the answer as any other.
+
 The Solver is the model under test, called through litellm's tool calling with the schema of
 :mod:`.tools`. Each tool call is one step and is charged before it runs (malformed or unknown
 ones too, paper Table 2); a reply without a tool call is a malformed action. Every result ends
@@ -18,8 +23,13 @@ import logging
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable, Mapping, Sequence
 
+from ...answers import Answer
+from ...episode import Ask
+from ...episode import Episode as Rollout
 from ...generation.client import Completion
+from ...tasks import Task
 from .budget import MALFORMED, Budget, BudgetRule
+from .cache import Stored
 from .simulator import Simulator
 from .tools import ENVIRONMENT, NAMES, SCHEMA, SUBMIT_ONLY, Environment, Malformed, check, clip, parse_arguments
 
@@ -111,19 +121,79 @@ def _add_usage(into: dict[str, int], usage: Mapping[str, Any]) -> None:
     into["completion"] += int(usage.get("completion_tokens") or 0)
 
 
-class Episode:
-    """Runs one episode; :meth:`run` never raises for the Solver's behaviour."""
+def answer_of(rec: EpisodeRecord, *, source: str, cached: bool, key: str | None = None) -> Answer:
+    """The turn's answer: the submission, with the episode record in its usage (results document)."""
+    usage: dict[str, Any] = {
+        "prompt_tokens": rec.tokens["solver"]["prompt"], "completion_tokens": rec.tokens["solver"]["completion"],
+        "cost_usd": rec.cost_usd, "cached": cached, "status": "error" if rec.ended == "error" else "ok",
+        "episode": rec.summary(),
+    }
+    if rec.ended == "error":
+        return Answer(code=None, status="error", error=f"episode failed: {rec.error}", source=source,
+                      cache_key=key, usage=usage)
+    return Answer(code=rec.submission or "", status="ok", source=source, cache_key=key, usage=usage,
+                  error=None if rec.submission is not None else f"no submission (episode ended: {rec.ended})")
 
-    def __init__(self, *, prompt: str, dialect: str, record: EpisodeRecord, protocol: Protocol,
-                 environment: Environment | None, simulator: Simulator, solver: Solver) -> None:
-        self.prompt = prompt
-        self.dialect = dialect
+
+class InteractiveEpisode(Rollout):
+    """The rollout of an Interactive task; :meth:`run` never raises for the Solver's behaviour.
+
+    ``tools`` is the scratch environment (None: environment actions answer with an error);
+    ``store``, when given, makes :meth:`play` read a finished episode from the episode cache
+    instead of playing it, and write the one it plays.
+    """
+
+    tools: Environment | None
+
+    def __init__(self, task: Task, sample: int = 0, tools: Environment | None = None, *, record: EpisodeRecord,
+                 protocol: Protocol, simulator: Simulator, solver: Solver, store: Stored | None = None) -> None:
+        super().__init__(task, sample, tools)
+        self.prompt = task.turns[0].prompt
+        self.dialect = task.dialect
         self.record = record
         self.protocol = protocol
-        self.env = environment
         self.simulator = simulator
         self.solver = solver
+        self.store = store
         self.budget = Budget(record.budget_limit, protocol.prices)
+
+    def play(self, ask: Ask, *, carry_failures: bool = True) -> bool:
+        """Answer the task's one turn with the episode's submission (``ask`` is not needed)."""
+        if not self.done:
+            self.answers.append(self.answer())
+        return True
+
+    def answer(self) -> Answer:
+        """From the episode cache, else played now on the scratch copy (and cached unless it failed)."""
+        store = self.store
+        if store is None:
+            return answer_of(self._played(), source="model", cached=False)
+        found = store.read()
+        if found is not None:
+            return answer_of(EpisodeRecord.from_dict(found), source="cache", cached=True, key=store.key)
+        if store.cache_only:
+            return Answer.missing(f"no cached episode for {self.task.subset}/{self.task.id} in {store.path.parent} "
+                                  "(--plsql-cache-only never calls the model)", source="cache")
+        with store.lock():
+            found = store.read()
+            if found is not None:
+                return answer_of(EpisodeRecord.from_dict(found), source="cache", cached=True, key=store.key)
+            record = self._played()
+            if record.ended != "error":
+                store.write(record.to_dict())
+        return answer_of(record, source="model", cached=False, key=store.key)
+
+    def _played(self) -> EpisodeRecord:
+        if self.tools is not None:
+            self.tools.start()
+        try:
+            record = self.run()
+        finally:
+            if self.tools is not None:
+                self.tools.close()
+        log.info("%s/%s: episode ended by %s after %d step(s), %g of %g units", self.task.subset, self.task.id,
+                 record.ended, record.steps, record.spent, record.budget_limit)
+        return record
 
     def messages(self) -> list[dict[str, Any]]:
         system = SYSTEM.format(
@@ -271,10 +341,10 @@ class Episode:
             raise _SolverFailed(f"the User Simulator failed: {exc}") from None
 
     def _environment(self, name: str, args: Mapping[str, Any]) -> str:
-        if self.env is None:
+        if self.tools is None:
             return "error: no database is available for this episode"
         try:
-            return self.env.run(name, args)
+            return self.tools.call(name, dict(args))
         except Malformed as exc:
             return f"error: {exc}"
 

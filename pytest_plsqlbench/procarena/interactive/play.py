@@ -1,30 +1,29 @@
-"""Interactive mode in a pytest run: options, and the generate hook that plays episodes.
+"""Interactive mode in a pytest run: options, and the episode hook that plays Interactive tasks.
 
 For a task of an Interactive subset (``options.mode: interactive``) the answer is what the
-Solver submits at the end of an episode. The episode is played when the task node is set up,
-on the worker that owns the database (the episode needs its scratch copy), with the generation
-layer's client, concurrency limit and cache directory. ``--plsql-model=reference`` submits gold
+Solver submits at the end of an episode: ``pytest_plsql_episode`` returns an
+:class:`~.episode.InteractiveEpisode`, which the task node's setup plays on the worker that owns
+the database (the episode needs its scratch copy), with the generation layer's client,
+concurrency limit and cache directory. ``--plsql-model=reference`` submits gold
 at once (budget 0); ``--plsql-answers`` scores the file's answers as submissions (no episode).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import logging
 from typing import Any, Mapping, Sequence
 
 import pytest
 
-from ...answers import Answer, Exchange
+from ...answers import Answer
+from ...episode import Episode
 from ...errors import UsageError
 from ...state import SETTINGS_KEY, get_settings
 from ...tasks import Task
 from .budget import MAX_STEPS, parse_prices, parse_rule
-from .episode import Episode, EpisodeRecord, Protocol
+from .episode import EpisodeRecord, InteractiveEpisode, Protocol, answer_of
 from .tasks import is_interactive
 from .tools import OUTPUT_LIMIT
-
-log = logging.getLogger(__name__)
 
 SIMULATORS = ("ledger", "model")
 
@@ -99,48 +98,39 @@ def reference_record(task: Task, protocol: Protocol, ledger_size: int) -> Episod
     return rec
 
 
-def answer_of(rec: EpisodeRecord, *, source: str, cached: bool, key: str | None = None) -> Answer:
-    usage: dict[str, Any] = {
-        "prompt_tokens": rec.tokens["solver"]["prompt"], "completion_tokens": rec.tokens["solver"]["completion"],
-        "cost_usd": rec.cost_usd, "cached": cached, "status": "error" if rec.ended == "error" else "ok",
-        "episode": rec.summary(),
-    }
-    if rec.ended == "error":
-        return Answer(code=None, status="error", error=f"episode failed: {rec.error}", source=source,
-                      cache_key=key, usage=usage)
-    return Answer(code=rec.submission or "", status="ok", source=source, cache_key=key, usage=usage,
-                  error=None if rec.submission is not None else f"no submission (episode ended: {rec.ended})")
-
-
-@pytest.hookimpl(tryfirst=True)
-def pytest_plsql_generate(
-    config: pytest.Config, task: Task, turn: int, history: Sequence[Exchange], sample: int
-) -> Answer | None:
+@pytest.hookimpl(trylast=True)
+def pytest_plsql_episode(config: pytest.Config, task: Task, sample: int) -> Episode | None:
+    """The rollout of an Interactive task (None for any other, and for ``--plsql-answers``,
+    whose answers are scored as submissions by a plain rollout)."""
     if not is_interactive(task) or SETTINGS_KEY not in config.stash:
         return None
     settings = get_settings(config)
     if settings.answers is not None:
-        return None  # the file's answers are scored as submissions
+        return None
     options = read_options(config)
     from ..loader import spec_of
 
     spec = spec_of(task)
     ledger = spec.interactive.ledger if spec.interactive else ()
     if settings.model == "reference":
-        return answer_of(reference_record(task, options.protocol, len(ledger)), source="reference", cached=False)
+        record = reference_record(task, options.protocol, len(ledger))
+        return Episode.of(task, [answer_of(record, source="reference", cached=False)], sample)
     from ...generation.models import is_real_model
 
     if not is_real_model(settings.model):
         return None
-    return play(config, settings, task, sample, options, spec)
+    return solver_episode(config, settings, task, sample, options, spec)
 
 
-def play(config: pytest.Config, settings: Any, task: Task, sample: int, options: Options, spec: Any) -> Answer:
-    """The episode's answer: from the episode cache, else played now against this worker's database."""
+def solver_episode(config: pytest.Config, settings: Any, task: Task, sample: int, options: Options,
+                   spec: Any) -> Episode:
+    """The model's episode, on this worker's database, with the generation layer's client,
+    concurrency limit and cache directory (episodes cached whole, :mod:`.cache`)."""
     from ...collect import HARNESS_KEY
+    from ...errors import InfrastructureError
     from ...generation.client import ModelClient
     from ...generation.plugin import generation
-    from .cache import EpisodeCache, episode_key
+    from .cache import EpisodeCache, Stored, episode_key
     from .simulator import LedgerSimulator, ModelSimulator
     from .tools import Environment
 
@@ -148,59 +138,39 @@ def play(config: pytest.Config, settings: Any, task: Task, sample: int, options:
     service = gen.service
     ledger = spec.interactive.ledger if spec.interactive else ()
     protocol = options.protocol
-    simulator_id = {"kind": options.simulator, "model": options.simulator_model}
     key = episode_key({
         "task": [task.subset, task.id, task.turns[0].prompt, [dataclasses.astuple(e) for e in ledger], spec.behaviour],
         "solver": [gen.model, settings.temperature, settings.max_tokens],
-        "simulator": simulator_id, "protocol": protocol.key(), "sample": sample,
+        "simulator": {"kind": options.simulator, "model": options.simulator_model},
+        "protocol": protocol.key(), "sample": sample,
     })
     cache = EpisodeCache(gen.cache.root)
-    path = cache.path(key, solver=gen.model, subset=task.subset, task_id=task.id, sample=sample)
-    found = cache.read(path, key)
-    if found is not None:
-        return answer_of(EpisodeRecord.from_dict(found), source="cache", cached=True, key=key)
-    if settings.cache_only:
-        return Answer.missing(f"no cached episode for {task.subset}/{task.id} from {gen.model} in {cache.root} "
-                              "(--plsql-cache-only never calls the model)", source="cache")
-    with cache.lock(key):
-        found = cache.read(path, key)
-        if found is not None:
-            return answer_of(EpisodeRecord.from_dict(found), source="cache", cached=True, key=key)
+    store = Stored(cache, cache.path(key, solver=gen.model, subset=task.subset, task_id=task.id, sample=sample), key,
+                   cache_only=settings.cache_only)
 
-        def solver(messages: Sequence[Mapping[str, Any]], tools: Sequence[Mapping[str, Any]]):  # noqa: ANN202
-            with service._slots:
-                service.requests += 1
-                return service.client.complete(messages, tools=list(tools))
+    def solver(messages: Sequence[Mapping[str, Any]], tools: Sequence[Mapping[str, Any]]) -> Any:
+        with service.slot():
+            return service.client.complete(messages, tools=list(tools))
 
-        if options.simulator == "model":
-            assert options.simulator_model is not None
-            sim_client = ModelClient(options.simulator_model, api_base=settings.api_base, temperature=0.0,
-                                     max_tokens=1024, timeout=settings.request_timeout, retries=settings.retries)
+    if options.simulator == "model":
+        assert options.simulator_model is not None
+        sim_client = ModelClient(options.simulator_model, api_base=settings.api_base, temperature=0.0,
+                                 max_tokens=1024, timeout=settings.request_timeout, retries=settings.retries)
 
-            def complete(messages: list[dict[str, str]]) -> tuple[str, Mapping[str, Any]]:
-                with service._slots:
-                    done = sim_client.complete(messages)
-                return done.text, done.usage
+        def complete(messages: list[dict[str, str]]) -> tuple[str, Mapping[str, Any]]:
+            with service.slot(count=False):
+                done = sim_client.complete(messages)
+            return done.text, done.usage
 
-            simulator: Any = ModelSimulator(ledger, spec.behaviour, options.simulator_model, complete)
-        else:
-            simulator = LedgerSimulator(ledger, spec.behaviour)
-        record = EpisodeRecord(task_id=task.id, subset=task.subset, solver=gen.model, simulator=simulator.identity(),
-                               ledger_size=len(ledger), budget_limit=protocol.rule.limit(len(ledger)),
-                               max_steps=protocol.max_steps)
-        backend = config.stash[HARNESS_KEY].backend_for()
-        env = Environment(backend, task, limit=protocol.output_limit)
-        env.start()
-        try:
-            record = Episode(prompt=task.turns[0].prompt, dialect=task.dialect, record=record, protocol=protocol,
-                             environment=env, simulator=simulator, solver=solver).run()
-        finally:
-            env.close()
-        if record.ended != "error":
-            try:
-                cache.write(path, key, record.to_dict())
-            except OSError as exc:
-                log.warning("episode cache: cannot write %s (%s); kept for this run only", path, exc)
-        log.info("%s/%s: episode ended by %s after %d step(s), %g of %g units", task.subset, task.id, record.ended,
-                 record.steps, record.spent, record.budget_limit)
-        return answer_of(record, source="model", cached=False, key=key)
+        simulator: Any = ModelSimulator(ledger, spec.behaviour, options.simulator_model, complete)
+    else:
+        simulator = LedgerSimulator(ledger, spec.behaviour)
+    record = EpisodeRecord(task_id=task.id, subset=task.subset, solver=gen.model, simulator=simulator.identity(),
+                           ledger_size=len(ledger), budget_limit=protocol.rule.limit(len(ledger)),
+                           max_steps=protocol.max_steps)
+    try:
+        tools = Environment(config.stash[HARNESS_KEY].backend_for(), task, limit=protocol.output_limit)
+    except InfrastructureError as exc:  # the task's items report the database error themselves
+        return Episode.of(task, [Answer(code=None, status="error", error=str(exc), source="model")], sample)
+    return InteractiveEpisode(task, sample, tools, record=record, protocol=protocol, simulator=simulator,
+                              solver=solver, store=store)

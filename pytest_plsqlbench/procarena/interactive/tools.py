@@ -158,9 +158,10 @@ class Environment:
         known = ", ".join(t.name.rsplit(".", 1)[-1] for t in self.tables)
         raise Malformed(f"no table {name!r} in this database (tables: {known})")
 
-    def run(self, name: str, args: Mapping[str, Any]) -> str:
-        """The observation of one environment action (never raises for the Solver's mistakes)."""
-        text = getattr(self, "_" + name)(**args)
+    def call(self, name: str, arguments: dict[str, Any]) -> str:
+        """The observation of one environment action (the core's ``EpisodeTools``); raises only
+        :class:`Malformed` for the Solver's mistakes."""
+        text = getattr(self, "_" + name)(**arguments)
         return clip(text, self.limit)
 
     def _get_schema(self) -> str:
