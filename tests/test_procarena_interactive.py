@@ -436,6 +436,8 @@ def test_reference_with_both_subsets_gives_retention(tmp_path: Path) -> None:
     inter = doc["subsets"]["procarena-sample-interactive"]["procarena"]["interactive"]
     assert inter["retention"]["pairs"] == 1 and inter["retention"]["retention"] == 1.0
     assert inter["endings"] == {"submit": 1} and inter["mean_budget_spent"] == 0.0
+    # gold's episode called no model: its answer is counted by source only, like Direct gold
+    assert doc["usage"]["generated"] == 0 and doc["usage"]["by_source"] == {"reference": 2}
     # retention from two results files: split this document into a Direct and an Interactive one
     for name in ("procarena-sample", "procarena-sample-interactive"):
         part = {**doc, "subsets": {name: doc["subsets"][name]}, "tasks": [t for t in doc["tasks"] if t["subset"] == name]}

@@ -123,11 +123,11 @@ def _add_usage(into: dict[str, int], usage: Mapping[str, Any]) -> None:
 
 def answer_of(rec: EpisodeRecord, *, source: str, cached: bool, key: str | None = None) -> Answer:
     """The turn's answer: the submission, with the episode record in its usage (results document)."""
-    usage: dict[str, Any] = {
-        "prompt_tokens": rec.tokens["solver"]["prompt"], "completion_tokens": rec.tokens["solver"]["completion"],
-        "cost_usd": rec.cost_usd, "cached": cached, "status": "error" if rec.ended == "error" else "ok",
-        "episode": rec.summary(),
-    }
+    usage: dict[str, Any] = {"episode": rec.summary()}
+    if source != "reference":  # gold's episode called no model: counted by source only, like Direct gold
+        usage.update({"model": rec.solver, "prompt_tokens": rec.tokens["solver"]["prompt"],
+                      "completion_tokens": rec.tokens["solver"]["completion"], "cost_usd": rec.cost_usd,
+                      "cached": cached, "status": "error" if rec.ended == "error" else "ok"})
     if rec.ended == "error":
         return Answer(code=None, status="error", error=f"episode failed: {rec.error}", source=source,
                       cache_key=key, usage=usage)
