@@ -36,8 +36,8 @@ DIRECT = REPO / "tasks" / "procarena-sample.yaml"
 TASK = "postgres_a1_000"
 
 
-def _tasks(manifest: Path, name: str) -> list[Task]:
-    return load(load_manifest(manifest), Settings(subsets=(name,), dialect="postgres"))
+def _tasks(manifest: Path, name: str, dialect: str = "postgres") -> list[Task]:
+    return load(load_manifest(manifest), Settings(subsets=(name,), dialect=dialect))
 
 
 @pytest.fixture(scope="module")
@@ -89,12 +89,17 @@ def test_interactive_subset_pairs_the_direct_tasks(task: Task) -> None:
     d = direct[TASK]
     assert task.turns[0].tests == d.turns[0].tests and task.turns[0].reference == d.turns[0].reference
     assert task.fixtures == d.fixtures and task.metadata["mode"] == "interactive" and task.metadata["ledger_size"] == 4
-    for t in inter:  # the hidden part never reaches the Solver's prompt
+    oracle = _tasks(INTERACTIVE, "procarena-sample-interactive", "oracle")
+    assert len(oracle) == len(inter)
+    for t in [*inter, *oracle]:  # the hidden part never reaches the Solver's prompt
         s = spec_of(t)
         assert s.interactive is not None
+        prompt = t.turns[0].prompt
         for e in s.interactive.ledger:
-            assert e.answer not in t.turns[0].prompt
-        assert s.behaviour.strip()[:80] not in t.turns[0].prompt
+            assert e.answer not in prompt
+        assert s.behaviour.strip()[:80] not in prompt
+        for hidden in (s.gold, *s.calls):
+            assert hidden.strip() not in prompt, f"{t.id}: gold or a call reaches the Solver's prompt"
 
 
 def test_tool_schema_and_argument_checks() -> None:
@@ -455,3 +460,17 @@ def test_reference_with_both_subsets_gives_retention(tmp_path: Path) -> None:
     # one episode's timeline, readable: the submit step of the reference episode
     assert "ProcArena Interactive" in text and "<details><summary>postgres_a1_000: EX pass, ended by submit" in text
     assert "<td>submit</td>" in text and "retention 100.0 %" in text
+
+
+def test_interactive_run_checks_the_model_before_any_test(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Interactive tasks are left out of the generation layer's start-of-run check (their episodes
+    play on the workers), so their own check names a missing key once, before any test runs."""
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.setenv("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    with StubServer() as stub:
+        proc = run(tmp_path, stub, "--subset", "procarena-sample-interactive", "--plsql-task", TASK, "-n", "2")
+        assert stub.count == 0
+    assert proc.returncode == 4, proc.stdout[-2000:] + proc.stderr[-2000:]
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("ERROR:")]
+    assert len(errors) == 1 and "OPENAI_API_KEY" in errors[0] and "Traceback" not in proc.stderr + proc.stdout
+    assert " passed" not in proc.stdout

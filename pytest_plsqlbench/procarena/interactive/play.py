@@ -11,7 +11,7 @@ at once (budget 0); ``--plsql-answers`` scores the file's answers as submissions
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 import pytest
 
@@ -22,6 +22,9 @@ from ...state import SETTINGS_KEY, get_settings
 from ...tasks import Task
 from .budget import MAX_STEPS, parse_prices, parse_rule
 from .episode import EpisodeRecord, InteractiveEpisode, Protocol, answer_of
+
+if TYPE_CHECKING:
+    from .cache import Stored
 from .tasks import is_interactive
 from .tools import OUTPUT_LIMIT
 
@@ -122,6 +125,65 @@ def pytest_plsql_episode(config: pytest.Config, task: Task, sample: int) -> Epis
     return solver_episode(config, settings, task, sample, options, spec)
 
 
+def episode_store(config: pytest.Config, settings: Any, task: Task, sample: int, options: Options,
+                  spec: Any) -> "Stored":
+    """Where the episode of ``task`` is cached: its key hashes everything the episode depends on."""
+    from ...generation.plugin import generation
+    from .cache import EpisodeCache, Stored, episode_key
+
+    gen = generation(config, settings)
+    ledger = spec.interactive.ledger if spec.interactive else ()
+    key = episode_key({
+        "task": [task.subset, task.id, task.turns[0].prompt, [dataclasses.astuple(e) for e in ledger], spec.behaviour],
+        "solver": [gen.model, settings.temperature, settings.max_tokens],
+        "simulator": {"kind": options.simulator, "model": options.simulator_model},
+        "protocol": options.protocol.key(), "sample": sample,
+    })
+    cache = EpisodeCache(gen.cache.root)
+    return Stored(cache, cache.path(key, solver=gen.model, subset=task.subset, task_id=task.id, sample=sample), key,
+                  cache_only=settings.cache_only)
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """Fail fast for Interactive tasks too: the generation layer's start-of-run check leaves them
+    out (an episode is played on the worker that owns the database), so when some episode must be
+    played, check here that litellm knows the Solver's (and the Simulator's) model and that their
+    keys are set -- one usage error before any test runs. A rerun from the episode cache checks nothing."""
+    from ...generation.models import is_real_model
+    from ...generation.plugin import generation
+    from ...generation.preflight import check_model
+    from ...plugin import TASKS_KEY
+
+    config = session.config
+    if SETTINGS_KEY not in config.stash or getattr(config, "workerinput", None) is not None:
+        return
+    settings = get_settings(config)
+    if (settings.answers is not None or settings.cache_only or settings.show_prompt
+            or not is_real_model(settings.model) or config.getoption("collectonly", False)):
+        return
+    tasks = [t for _, ts in config.stash.get(TASKS_KEY, {}).values() for t in ts
+             if is_interactive(t) and not t.metadata.get("not_runnable")]
+    if not tasks:
+        return
+    from ..loader import spec_of
+
+    options = read_options(config)
+    if all(episode_store(config, settings, t, s, options, spec_of(t)).read() is not None
+           for t in tasks for s in range(settings.samples)):
+        return
+    gen = generation(config, settings)
+    try:
+        check_model(settings.model or "", gen.model, settings.api_base, settings.model_aliases)
+    except UsageError as exc:
+        raise pytest.UsageError(str(exc)) from None
+    if options.simulator_model:
+        try:
+            check_model(options.simulator_model, options.simulator_model, settings.api_base)
+        except UsageError as exc:
+            raise pytest.UsageError(str(exc).replace("--plsql-model=", "--plsql-simulator-model=", 1)) from None
+
+
 def solver_episode(config: pytest.Config, settings: Any, task: Task, sample: int, options: Options,
                    spec: Any) -> Episode:
     """The model's episode, on this worker's database, with the generation layer's client,
@@ -130,7 +192,6 @@ def solver_episode(config: pytest.Config, settings: Any, task: Task, sample: int
     from ...errors import InfrastructureError
     from ...generation.client import ModelClient
     from ...generation.plugin import generation
-    from .cache import EpisodeCache, Stored, episode_key
     from .simulator import LedgerSimulator, ModelSimulator
     from .tools import Environment
 
@@ -138,15 +199,7 @@ def solver_episode(config: pytest.Config, settings: Any, task: Task, sample: int
     service = gen.service
     ledger = spec.interactive.ledger if spec.interactive else ()
     protocol = options.protocol
-    key = episode_key({
-        "task": [task.subset, task.id, task.turns[0].prompt, [dataclasses.astuple(e) for e in ledger], spec.behaviour],
-        "solver": [gen.model, settings.temperature, settings.max_tokens],
-        "simulator": {"kind": options.simulator, "model": options.simulator_model},
-        "protocol": protocol.key(), "sample": sample,
-    })
-    cache = EpisodeCache(gen.cache.root)
-    store = Stored(cache, cache.path(key, solver=gen.model, subset=task.subset, task_id=task.id, sample=sample), key,
-                   cache_only=settings.cache_only)
+    store = episode_store(config, settings, task, sample, options, spec)
 
     def solver(messages: Sequence[Mapping[str, Any]], tools: Sequence[Mapping[str, Any]]) -> Any:
         with service.slot():
