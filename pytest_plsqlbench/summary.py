@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from . import families
-from .outcomes import EXCLUDED, FAILURE_CLASSES, LABELS, PASSED, SKIPPED
+from .outcomes import EXCLUDED, FAILURE_CLASSES, LABELS, SKIPPED
 
 METRIC_LABELS = {
     "mean_test_pass": "Mean Test Pass@1",

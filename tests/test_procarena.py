@@ -20,7 +20,6 @@ import pytest
 import yaml
 
 from pytest_plsqlbench import outcomes
-from pytest_plsqlbench.errors import UsageError
 from pytest_plsqlbench.manifests import load_manifest
 from pytest_plsqlbench.procarena import failure_types as ft
 from pytest_plsqlbench.procarena import metrics as pm

@@ -129,7 +129,7 @@ def test_plforge_wrong_procedure_fails(data: tuple[Path, Path], tmp_path: Path) 
     proc = subprocess.run(
         [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--subset", "plforge", f"--plsql-data={release}",
          f"--plsql-source=plforge={records}", f"--plsql-data-cache={tmp_path / 'cache'}",
-         f"--plsql-answers={answers}", "-n", "0", "-q"],
+         f"--plsql-answers={answers}", "-n", "0", "-q", "--tb=short"],
         cwd=tmp_path, capture_output=True, text=True, timeout=600,
     )
     # the boundary call (stock 1, quantity 1) and the state after it

@@ -330,6 +330,9 @@ class PostgresSession(Session):
         self._in_task = False
         self._broken_isolation = False
         self._savepoint: str | None = None
+        #: A task's own ``SET LOCAL`` statement (a judge's search path, e.g. PLForge's Spider
+        #: schema), applied again after the pinned settings are reset, until the task ends.
+        self.task_setting: str | None = None
         self.connect()
 
     # ----------------------------------------------------------------- connection
@@ -427,6 +430,7 @@ class PostgresSession(Session):
         except InfrastructureError:
             self.connect()
         self._in_task = False
+        self.task_setting = None
         if self.backend.restore_role_settings():
             self.connect()  # its defaults were read when it connected
         if self._broken_isolation:
@@ -615,6 +619,8 @@ class PostgresSession(Session):
             # outlive its script (e.g. an idle timeout of 1ms firing between the harness's
             # statements, a client_encoding the driver cannot decode).
             self._exec(self.backend.setting_reset)
+            if self.task_setting:
+                self._exec(self.task_setting)
         else:
             self._exec(f"ROLLBACK TO SAVEPOINT {savepoint}")
             self._exec(f"RELEASE SAVEPOINT {savepoint}")

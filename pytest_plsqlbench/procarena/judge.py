@@ -115,9 +115,13 @@ class PostgresAccess(Access):
         if path:  # PLForge: unqualified table names resolve in the Spider schema
             from psycopg import sql as pgsql
 
-            conn = self.backend.session().conn  # type: ignore[attr-defined]
-            conn.execute(pgsql.SQL("SET LOCAL search_path = {}").format(
-                pgsql.SQL(", ").join(pgsql.Identifier(s) for s in [SCRATCH_PG, *path, "public"])))
+            session = self.backend.session()
+            statement = pgsql.SQL("SET LOCAL search_path = {}").format(
+                pgsql.SQL(", ").join(pgsql.Identifier(s) for s in [SCRATCH_PG, *path, "public", "pg_temp"])
+            ).as_string(session.conn)  # type: ignore[attr-defined]
+            # Kept by the session across its reset of pinned settings after each install.
+            session.task_setting = statement  # type: ignore[attr-defined]
+            session.conn.execute(statement)  # type: ignore[attr-defined]
 
     def snapshot(self) -> st.State:
         conn = self.backend.session().conn  # type: ignore[attr-defined]
@@ -266,6 +270,8 @@ class CallSuiteJudge(Judge):
                 run.error = f"gold failed to install: {install.error.short()}"
                 return run
             for test in ctx.task.turns[0].tests:
+                if test.kind != KIND:
+                    continue  # B2's perf item
                 done = session.run(test.script or "", isolated=False, phase="reference")
                 run.calls.append(CallResult(done.error, access.snapshot()))
             return run
@@ -283,7 +289,7 @@ class CallSuiteJudge(Judge):
             # A new scope (the first call, or the runner replaying after a restart): set it up and
             # check that installing the answer left the task's data alone.
             self._begin_scope(state, session)
-        calls = {int(t.options["call"]): t for t in ctx.task.turns[0].tests}
+        calls = {int(t.options["call"]): t for t in ctx.task.turns[0].tests if t.kind == KIND}
         for missing in range(1, n):  # calls deselected (-k) still run: call k is judged after 1..k
             if missing not in state.results:
                 self._call(state, session, calls[missing].script or "", missing)
@@ -353,10 +359,12 @@ def evaluate(backend: Backend, task: Task, answer: "Answer | str | None") -> lis
     from ..judges import DEFAULT, JudgeRegistry
     from ..runner import TaskRun
 
-    registry = JudgeRegistry(list(DEFAULT.values()) + judges())
+    from .perf.judge import judges as b2_judges
+
+    registry = JudgeRegistry(list(DEFAULT.values()) + judges() + b2_judges())
     run = TaskRun(backend, task, [answer], judges=registry)
     run.start()
     try:
-        return [run.run_test(1, t) for t in task.turns[0].tests]
+        return [run.run_test(1, t) for t in task.turns[0].tests if t.kind == KIND]  # the calls (not B2's perf)
     finally:
         run.finish()

@@ -72,6 +72,8 @@ def build_task(spec: ProcSpec, subset: str, db_fixture: Fixture) -> Task:
         UnitTest(id=f"call-{n}", kind=KIND, script=call, options={"call": n})
         for n, call in enumerate(spec.calls, 1)
     )
+    if spec.b2 is not None:  # B2: one more item, after the calls: the gate and the measurement
+        tests += (UnitTest(id="perf", kind="procarena-b2", script=None, options={"b2": True}),)
     metadata = {
         "judge": JUDGE,
         "scenario": spec.scenario,

@@ -20,6 +20,7 @@ from typing import Any, Iterable, Mapping, Sequence
 from .. import outcomes
 from . import EDITING, SCENARIOS, SYNTHESIS
 from ..families import Column, PlsqlBenchFamily, SubsetInput
+from .perf import metrics as b2_metrics
 from .failure_types import LABELS, TYPES, of_error
 
 FAMILY = "procarena"
@@ -153,6 +154,7 @@ class ProcArenaFamily(PlsqlBenchFamily):
         Column("ex_editing", "Editing EX"),
         *(Column(f"ex_{s}", f"{s.upper()} EX") for s in SCENARIOS),
         *(Column(f"type_{t}", f"{LABELS[t]} %") for t in TYPES),
+        *b2_metrics.columns(),  # B2 (issue 14): harmonic means and Figure 4's bins
     )
 
     def subset_figures(self, data: SubsetInput) -> dict[str, Any]:
@@ -171,6 +173,7 @@ class ProcArenaFamily(PlsqlBenchFamily):
         figures["ex_editing"] = row.get("editing") if row else None
         for t in TYPES:
             figures[f"type_{t}"] = m["failure_type_rates"].get(t)
+        figures.update(b2_metrics.family_figures(data.entries))
         return figures
 
     def document_figures(self, subsets: dict[str, dict[str, Any]], tasks: Sequence[Mapping[str, Any]]) -> None:
@@ -196,4 +199,6 @@ class ProcArenaFamily(PlsqlBenchFamily):
         for name, figures in subsets.items():
             if figures.get("procarena"):
                 lines.extend(summary_lines(name, figures["procarena"]))
+            if figures.get("b2"):
+                lines.extend(b2_metrics.summary_lines(name, figures["b2"]))
         return lines

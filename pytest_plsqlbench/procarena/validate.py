@@ -43,6 +43,12 @@ def check_task(backend, task) -> list[str]:  # noqa: ANN001 - Backend, Task
     for mutant in spec.mutants:
         if all(o.passed for o in evaluate(backend, task, mutant.code)):
             problems.append(f"{task.id}: mutant '{mutant.why}' passes every call (the calls do not discriminate)")
+    if spec.b2 is not None:  # B2 (issue 14): the degraded input must be slow at the task's scale
+        from .perf.validate import check_speed
+
+        line, slow = check_speed(backend, task, spec)
+        backend.judge_cache.setdefault("b2-speed", []).append(line)
+        problems += slow
     return problems
 
 
@@ -55,8 +61,10 @@ def validate_subset(manifest: Manifest, settings: Settings) -> tuple[list[str], 
             problems += check_task(backend, task)
             run = backend.judge_cache.get("procarena-gold", {}).get(_gold_key(task))
             raising += sum(1 for c in (run.calls if run else []) if c.error is not None)
+        speed = list(backend.judge_cache.get("b2-speed", []))
     lines = [f"{manifest.name} ({settings.dialect}): {len(tasks)} task(s), "
-             f"{sum(len(t.turns[0].tests) for t in tasks)} call(s), {raising} raising under gold; "
+             f"{sum(1 for t in tasks for u in t.turns[0].tests if u.kind != 'procarena-b2')} call(s), {raising} raising under gold; "
              f"{len(problems)} problem(s)"]
+    lines += [f"  B2 {line}" for line in speed]
     lines += [f"  PROBLEM {p}" for p in problems]
     return lines, not problems

@@ -1,0 +1,186 @@
+"""The ``perf`` item of a B2 task (kind ``procarena-b2``): the gate, then the measurement.
+
+It runs after the task's call items, on the same worker (cumulative mode keeps the order):
+
+1. **Gate** -- from gold's states (computed once per worker by the call-suite judge) and the
+   candidate's own run of the call suite at fixture size, in a scope of its own: a candidate is
+   admitted only when every call leaves gold's state and raises as gold's does. Rejections are
+   classed as Figure 4(c) does: compile failure, wrong final state, runtime error.
+2. **Measurement** (PostgreSQL) -- the task's tables scaled (:mod:`.scale`) in one transaction;
+   gold, the degraded input and the candidate timed ``repeats`` times in rotating order
+   (:mod:`.timing`) while holding the machine-wide measurement lock (:mod:`.quiet`); the
+   candidate's final state at scale must still equal gold's (an answer that behaves only on the
+   small fixture is rejected as a wrong final state).
+
+The item passes when the candidate is admitted; its ``score`` is the acceleration
+``T_gold / T_cand`` and ``extra["b2"]`` holds the whole record (seconds, noise, work, ratios,
+bin, scaled row counts), from which :mod:`.metrics` computes the harmonic means and the bins.
+"""
+
+from __future__ import annotations
+
+import logging
+import weakref
+from typing import Any
+
+from ... import outcomes
+from ...dialects.base import Execution
+from ...judges import Judge, JudgeContext
+from ...outcomes import TestOutcome
+from ...tasks import UnitTest
+from .. import failure_types as ft
+from .. import state as st
+from . import metrics as bm
+from . import quiet, timing
+
+log = logging.getLogger(__name__)
+
+KIND = "procarena-b2"
+class PerfJudge(Judge):
+    kind = KIND
+    mode = "cumulative"
+
+    def __init__(self, repeats: int | None = None) -> None:
+        self.repeats = repeats
+        self._records: dict[int, tuple[weakref.ref[JudgeContext], dict[str, Any]]] = {}
+
+    def validate(self, test: UnitTest) -> None:
+        if test.options.get("b2") is not True:
+            raise ValueError(f"unit test {test.id!r}: kind {KIND!r} belongs to B2 tasks (options.b2: true)")
+
+    # ----------------------------------------------------------------- run
+    def execute(self, ctx: JudgeContext, turn: int, test: UnitTest, answer: str) -> Execution:
+        from ..loader import spec_of
+
+        spec = spec_of(ctx.task)
+        assert spec.b2 is not None
+        session = ctx.session
+        # The runner's scope holds the candidate's calls at fixture size: the gate and the
+        # measurement each need a clean start, so that scope ends here and a fresh one is left
+        # for the runner to close.
+        session.end_task()
+        try:
+            record = self._gate(ctx, spec, answer)
+            if record["rejection"] is None:
+                record.update(self._measure(ctx, spec, answer))
+        finally:
+            session.begin_task()
+        self._records = {k: v for k, v in self._records.items() if v[0]() is not None}
+        self._records[id(ctx)] = (weakref.ref(ctx), record)
+        return Execution()
+
+    def _gate(self, ctx: JudgeContext, spec: Any, answer: str) -> dict[str, Any]:
+        from ..judge import CallResult, CallSuiteJudge, _gold_key, _same_raise, access_for
+
+        access = access_for(ctx.backend, ctx.task)
+        access.prepare()
+        cache = ctx.worker_cache.setdefault("procarena-gold", {})
+        key = _gold_key(ctx.task)
+        if key not in cache:
+            cache[key] = CallSuiteJudge()._run_gold(ctx, access)
+        gold = cache[key]
+        record: dict[str, Any] = {"dialect": ctx.task.dialect, "pattern": spec.b2.pattern, "admitted": False,
+                                  "rejection": None, "min_speedup": spec.b2.min_speedup,
+                                  "scale_rows": spec.b2.scale_rows, "criterion": "median seconds; work: scans"}
+        if gold.error:
+            record["rejection"] = "not_measured"
+            record["why"] = gold.error
+            return record
+        session = ctx.session
+        session.begin_task()
+        try:
+            access.begin()
+            install = session.run(answer, isolated=False, phase="install")
+            if install.error is not None:
+                record["rejection"] = "compile"
+                record["why"] = f"the answer failed to install: {install.error.short()}"
+                return record
+            changed = [n for n in st.differing_tables(gold.clean, access.snapshot())
+                       if not n.startswith(access.scratch_prefix())]
+            if changed:
+                record["rejection"] = "compile"
+                record["why"] = f"installing the answer changed table(s) {', '.join(changed)}"
+                return record
+            calls = [t for t in ctx.task.turns[0].tests if t.kind != KIND]
+            for n, (test, want) in enumerate(zip(calls, gold.calls), 1):
+                done = session.run(test.script or "", isolated=False, phase="test")
+                got = CallResult(done.error, access.snapshot())
+                problem = _same_raise(want, got)
+                diffs = st.diff(want.state, got.state)
+                if problem is None and not diffs:
+                    continue
+                ftype = ft.of_call(
+                    candidate_error=(got.error.code, got.error.failure_class, got.error.message) if got.error else None,
+                    gold_raised=want.raised, candidate=answer, gold=ctx.task.turns[0].reference or "")
+                record["rejection"] = bm.gate_rejection([ftype])
+                record["why"] = f"call-{n}: " + "\n".join(m for m in [problem, *diffs[:1]] if m)
+                return record
+        finally:
+            session.end_task()
+            access.restore()
+        record["admitted"] = True
+        return record
+
+    def _measure(self, ctx: JudgeContext, spec: Any, answer: str) -> dict[str, Any]:
+        if ctx.backend.dialect != "postgres":
+            return {"admitted": True, "acceleration": None,
+                    "why": "B2 timing runs on PostgreSQL in this version (Oracle: scaling and work SQL only)"}
+        repeats = self.repeats or spec.b2.repeats
+        contenders = {timing.GOLD: spec.gold, timing.BASELINE: spec.b2.degraded, timing.CANDIDATE: answer}
+        with timing.PgBench(ctx.backend, spec.schema, spec.calls, spec.b2.scale_rows, spec.b2.scale) as bench:
+            with quiet.measuring() as lock:
+                got = timing.measure(bench.run, contenders, repeats)
+        gold, cand = got[timing.GOLD], got[timing.CANDIDATE]
+        if any(r.timed_out for m in (gold, got[timing.BASELINE]) for r in m.runs):
+            return {"admitted": True, "acceleration": None, "rejection": "not_measured",
+                    "why": "gold or the degraded input ran past the statement timeout at the task's scale "
+                           "(--plsql-timeout, or a smaller b2.scale_rows)"}
+        if any(r.timed_out for r in cand.runs):
+            return {"admitted": False, "rejection": "runtime",
+                    "why": "a call ran past the statement timeout at the task's scale"}
+        out: dict[str, Any] = {
+            "repeats": repeats,
+            "measure": "scans",
+            "scaled": dict(bench.plan.counts),
+            "scale_notes": list(bench.plan.notes),
+            "waited_s": round(lock["waited_s"], 3),
+            "seconds": {k: m.median_s for k, m in got.items()},
+            "runs_s": {k: m.seconds for k, m in got.items()},
+            "noise": {k: m.noise for k, m in got.items()},
+            "work": {k: dict(m.work.counts) for k, m in got.items()},
+            "work_stable": {k: m.work_stable for k, m in got.items()},
+        }
+        same = cand.runs[0].state == gold.runs[0].state and cand.runs[0].raised == gold.runs[0].raised
+        out["same_state_as_gold"] = same
+        if not same:
+            diffs = st.diff(gold.runs[0].state or {}, cand.runs[0].state or {})
+            out.update(admitted=False, rejection="wrong_state",
+                       why="at the task's scale: " + (diffs[0] if diffs else "the calls raised differently"))
+            return out
+        out.update(bm.task_figures(out["seconds"], {k: m.work.value for k, m in got.items()}, spec.b2.min_speedup))
+        return out
+
+    def judge(self, ctx: JudgeContext, turn: int, test: UnitTest, execution: Execution) -> TestOutcome:
+        ref, record = self._records.pop(id(ctx))
+        assert ref() is ctx
+        rejection = record.get("rejection")
+        if rejection == "not_measured":
+            return TestOutcome(turn, test.id, False, outcomes.INFRASTRUCTURE, str(record.get("why")))
+        if rejection:
+            cls = {"compile": outcomes.INVALID_ARTIFACT, "runtime": outcomes.WRONG_OUTPUT}.get(rejection, outcomes.WRONG_OUTPUT)
+            out = TestOutcome(turn, test.id, False, cls, f"B2 gate: {bm.REJECTION_LABELS[rejection]}: {record.get('why')}",
+                              score=0.0)
+        elif record.get("acceleration") is None:
+            out = TestOutcome(turn, test.id, True, message=str(record.get("why") or ""))
+        else:
+            out = TestOutcome(
+                turn, test.id, True, score=float(record["acceleration"]),
+                message=(f"acceleration {record['acceleration']:.2f}, work ratio {record['work_ratio']:.3f} "
+                         f"({record['bin']}); vs degraded input {record['acceleration_vs_baseline']:.2f} / "
+                         f"{record['work_ratio_vs_baseline']:.3f}"))
+        out.extra["b2"] = record
+        return out
+
+
+def judges() -> list[Judge]:
+    return [PerfJudge()]

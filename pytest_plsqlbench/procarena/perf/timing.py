@@ -1,0 +1,184 @@
+"""The measurement protocol (paper §5.3): every contender timed ``repeats`` times from the same
+scaled state, in rotating order.
+
+Contenders are gold (the reference), the degraded input handed to the model (the baseline) and
+the candidate. Round ``k`` starts with contender ``k mod n`` (gold, baseline, candidate;
+baseline, candidate, gold; ...), so each is first, middle and last in turn and the cache warmth
+one leaves behind favours none. A run is: install the contender's script, then the whole call
+suite, timed together (an answer cannot move work into its installation script), with its
+work counted (:mod:`.work`); then the scaled state is restored (PostgreSQL: rollback to a
+savepoint taken after scaling). Two unmeasured warm-up rounds precede the measured ones.
+Reported per contender: the median time, the noise (slowest
+run / fastest run) and the work of its runs (the same number every run when the counter is
+deterministic; ``work_stable`` says whether it was).
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from .work import Work
+
+GOLD, BASELINE, CANDIDATE = "gold", "baseline", "candidate"
+
+
+@dataclass
+class Run:
+    """One contender's run: time, work, what each call raised (None: nothing), and the state."""
+
+    seconds: float
+    work: Work
+    raised: tuple[str | None, ...] = ()
+    install_error: str | None = None
+    state: Any = None
+    #: A statement ran past the statement timeout: the contender is not run again.
+    timed_out: bool = False
+
+
+@dataclass
+class Measurement:
+    label: str
+    runs: list[Run] = field(default_factory=list)
+
+    @property
+    def seconds(self) -> list[float]:
+        return [r.seconds for r in self.runs]
+
+    @property
+    def median_s(self) -> float:
+        return statistics.median(self.seconds)
+
+    @property
+    def noise(self) -> float:
+        """Slowest / fastest run (1.0 = perfectly quiet)."""
+        fastest = min(self.seconds)
+        return max(self.seconds) / fastest if fastest > 0 else float("inf")
+
+    @property
+    def work(self) -> Work:
+        """The run whose measured count is the median (all equal when the counter is stable)."""
+        ordered = sorted(self.runs, key=lambda r: r.work.value)
+        return ordered[len(ordered) // 2].work
+
+    @property
+    def work_stable(self) -> bool:
+        """Every run counted the same ``W`` (the measure; ``tuples`` may vary, see :mod:`.work`)."""
+        return len({r.work.value for r in self.runs}) == 1
+
+    def summary(self) -> dict[str, Any]:
+        return {
+            "seconds": self.median_s,
+            "runs_s": [round(s, 6) for s in self.seconds],
+            "noise": self.noise,
+            "work": dict(self.work.counts),
+            "work_stable": self.work_stable,
+        }
+
+
+def rotation(labels: Sequence[str], repeats: int) -> list[list[str]]:
+    """The order of each round: round k starts with ``labels[k % n]``."""
+    n = len(labels)
+    return [[labels[(k + i) % n] for i in range(n)] for k in range(repeats)]
+
+
+def measure(run: Callable[[str, bool], Run], contenders: Mapping[str, str], repeats: int,
+            warmup: int = 2) -> dict[str, Measurement]:
+    """Time every contender ``repeats`` times in rotating order; ``run(code, first)`` performs one
+    run (``first``: the contender's first run, when its final state is also kept).
+
+    ``warmup`` unmeasured rounds come first: the first runs after scaling meet cold caches, and
+    tables and indexes that rolled-back runs have not yet grown -- the planner sees their current
+    size, so a plan (and with it the work count) can change over the first runs, then settles."""
+    out = {label: Measurement(label) for label in contenders}
+    stopped: set[str] = set()  # a contender that hit the statement timeout runs no more
+
+    def once(label: str, first: bool) -> Run:
+        result = run(contenders[label], first)
+        if result.timed_out:
+            stopped.add(label)
+        return result
+
+    for _ in range(warmup):
+        for label in contenders:
+            if label not in stopped:
+                warm = once(label, False)
+                if warm.timed_out:
+                    out[label].runs.append(warm)
+    for order in rotation(list(contenders), repeats):
+        for label in order:
+            if label not in stopped:
+                out[label].runs.append(once(label, not out[label].runs))
+    return out
+
+
+# --------------------------------------------------------------------------- PostgreSQL
+class PgBench:
+    """The scaled database of one task on the worker's candidate session.
+
+    Guarantee: everything -- the generated rows, every contender's procedure and writes -- happens
+    inside one transaction that is rolled back when the bench closes; each run starts from the
+    savepoint taken right after scaling.
+    """
+
+    SAVEPOINT = "plsql_b2_scaled"
+
+    def __init__(self, backend: Any, schema: str, calls: Sequence[str], scale_rows: int,
+                 scale: Mapping[str, int] | None = None, seed: int = 0, scratch: str = "answers") -> None:
+        self.backend = backend
+        self.schema = schema
+        self.calls = list(calls)
+        self.scale_rows = scale_rows
+        self.scale = dict(scale or {})
+        self.seed = seed
+        self.scratch = scratch
+        self.plan: Any = None
+
+    def __enter__(self) -> PgBench:
+        from . import scale as sc
+
+        analyze = self.analyze = sc.install_analyzer(self.backend.admin, self.backend.role)
+        self.session = self.backend.session()
+        self.session.begin_task()
+        try:
+            self.conn = self.session.conn
+            self.plan = sc.pg_scale(self.conn, self.schema, self.scale_rows, self.scale, self.seed, analyze=analyze)
+            self.conn.execute(f"SAVEPOINT {self.SAVEPOINT}")
+        except BaseException:
+            self.session.end_task()
+            raise
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.session.end_task()
+
+    def run(self, code: str, keep_state: bool = False) -> Run:
+        from ... import outcomes
+        from .. import state as st
+        from .work import pg_counts
+
+        conn = self.conn
+        try:
+            conn.execute("SET LOCAL max_parallel_workers_per_gather = 0")
+            before = pg_counts(conn)
+            t0 = time.perf_counter()
+            install = self.session.run(code, isolated=False, phase="install")
+            raised: list[str | None] = []
+            timed_out = install.error is not None and install.error.failure_class == outcomes.TIMEOUT
+            if install.error is None:
+                for call in self.calls:
+                    done = self.session.run(call, isolated=False, phase="test")
+                    raised.append(None if done.error is None else (done.error.code or done.error.failure_class))
+                    if done.error is not None and done.error.failure_class == outcomes.TIMEOUT:
+                        timed_out = True
+                        break
+            seconds = time.perf_counter() - t0
+            work = pg_counts(conn) - before
+            state = st.pg_snapshot(conn, [self.schema, self.scratch]) if keep_state and install.error is None else None
+            error = install.error.short() if install.error is not None else None
+            return Run(seconds, work, tuple(raised), error, state, timed_out)
+        finally:
+            conn.execute(f"ROLLBACK TO SAVEPOINT {self.SAVEPOINT}")
