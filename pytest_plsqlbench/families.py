@@ -8,7 +8,10 @@ report and ``plsqlbench merge`` ask the family for:
 * :meth:`MetricFamily.subset_figures` -- the subset's figures (``subsets[name]`` in the document);
 * :attr:`MetricFamily.columns` -- the columns of its table (summary and HTML report), each a key
   of the subset figures, with a 95% CI where ``figures["ci"][key]`` exists;
-* :meth:`MetricFamily.summary_lines` -- extra lines under the table (per-scenario breakdowns ...).
+* :meth:`MetricFamily.summary_lines` -- extra lines under the table (per-scenario breakdowns ...);
+* :meth:`MetricFamily.document_figures` -- figures that pair subsets of the document (a family's
+  subset figures see one subset only; ProcArena's retention needs a Direct and an Interactive one);
+* :meth:`MetricFamily.html_sections` -- extra sections of the HTML report (episode timelines ...).
 
 The core scores every task the same way first (:class:`~pytest_plsqlbench.metrics.TaskResult`:
 tests judged, excluded and skipped, samples, pass@k's n and c); a family builds on it and on the
@@ -85,6 +88,14 @@ class MetricFamily:
         from .summary import family_table_lines
 
         return family_table_lines(self, subsets, cis=verbose >= 0)
+
+    def document_figures(self, subsets: dict[str, dict[str, Any]], tasks: Sequence[Mapping[str, Any]]) -> None:
+        """Add figures across subsets to this family's ``subsets`` (in place), once every subset
+        is scored; ``tasks`` are all the document's task entries. Default: nothing."""
+
+    def html_sections(self, document: Mapping[str, Any], subsets: Mapping[str, Mapping[str, Any]]) -> list[str]:
+        """HTML fragments the report shows after the charts, for this family's ``subsets``."""
+        return []
 
 
 class PlsqlBenchFamily(MetricFamily):

@@ -40,6 +40,7 @@ BUILTIN_PLUGINS = (
     "pytest_plsqlbench.procarena.loader",
     "pytest_plsqlbench.procarena.plforge",
     "pytest_plsqlbench.procarena.perf.b2",
+    "pytest_plsqlbench.procarena.interactive.play",
     "pytest_plsqlbench.generation.plugin",
     "pytest_plsqlbench.faults",
     "pytest_plsqlbench.concise",

@@ -23,7 +23,8 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-__all__ = ["Action", "StubServer", "context_too_long", "demo_task", "echo", "error", "fenced", "last_user_message", "malformed", "ok", "slow"]
+__all__ = ["Action", "StubServer", "context_too_long", "demo_task", "echo", "error", "fenced", "last_user_message", "malformed", "ok", "slow",
+           "tool_call", "tool_calls"]
 
 
 @dataclass(frozen=True)
@@ -46,10 +47,23 @@ class Action:
     #: Error body for ``status`` actions (OpenAI's shape); None gives a generic message.
     error_message: str | None = None
     error_code: str | None = None
+    #: Tool calls of an ``ok`` reply (see :func:`tool_calls`): ``(name, arguments)`` pairs, the
+    #: arguments a dict (sent as JSON) or a string sent as is (malformed JSON, for tests).
+    tool_calls: tuple[tuple[str, Any], ...] = ()
 
 
 def ok(content: str, delay: float = 0.0, **kw: Any) -> Action:
     return Action("ok", content=content, delay=delay, **kw)
+
+
+def tool_calls(*calls: tuple[str, Any], content: str = "", **kw: Any) -> Action:
+    """A reply calling tools, e.g. ``tool_calls(("ask_user", {"question": "..."}))``."""
+    return Action("ok", content=content, tool_calls=tuple(calls), finish_reason="tool_calls", **kw)
+
+
+def tool_call(name: str, arguments: Any = None, **kw: Any) -> Action:
+    """A reply with one tool call (``arguments`` defaults to ``{}``)."""
+    return tool_calls((name, {} if arguments is None else arguments), **kw)
 
 
 def fenced(code: str, lang: str = "sql", prose: str = "") -> Action:
@@ -265,6 +279,14 @@ class StubServer:
 
     @staticmethod
     def _completion(body: Mapping[str, Any], action: Action) -> dict[str, Any]:
+        message: dict[str, Any] = {"role": "assistant", "content": action.content}
+        if action.tool_calls:
+            message["content"] = action.content or None
+            message["tool_calls"] = [
+                {"id": f"call_{n}", "type": "function",
+                 "function": {"name": name, "arguments": args if isinstance(args, str) else json.dumps(args)}}
+                for n, (name, args) in enumerate(action.tool_calls, 1)
+            ]
         return {
             "id": "chatcmpl-stub",
             "object": "chat.completion",
@@ -273,7 +295,7 @@ class StubServer:
             "choices": [
                 {
                     "index": 0,
-                    "message": {"role": "assistant", "content": action.content},
+                    "message": message,
                     "finish_reason": action.finish_reason,
                 }
             ],

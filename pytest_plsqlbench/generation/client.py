@@ -111,6 +111,8 @@ class Completion:
     text: str
     finish_reason: str | None
     usage: Mapping[str, Any] = field(default_factory=dict)
+    #: Tool calls of the reply (``{"id", "name", "arguments"}``, arguments as sent), when tools were offered.
+    tool_calls: tuple[Mapping[str, Any], ...] = ()
 
     @property
     def interrupted(self) -> bool:
@@ -251,8 +253,10 @@ class ModelClient:
         ceiling = min(self.backoff_max, self.backoff_base * 2 ** (attempt - 1))
         return ceiling / 2 + self._rng.uniform(0, ceiling / 2)
 
-    def complete(self, messages: Sequence[Mapping[str, str]]) -> Completion:
-        """The reply to ``messages``; raises :class:`ProviderError` once retries are spent."""
+    def complete(self, messages: Sequence[Mapping[str, Any]], **extra: Any) -> Completion:
+        """The reply to ``messages``; raises :class:`ProviderError` once retries are spent.
+
+        ``extra`` goes to litellm as is (``tools=...`` for ProcArena's Interactive Solver)."""
         litellm = load_litellm()
         started = time.monotonic()
         attempts = 0
@@ -270,6 +274,7 @@ class ModelClient:
                     num_retries=0,
                     max_retries=0,
                     drop_params=True,
+                    **extra,
                 )
             except Exception as exc:  # every provider failure is reported; the run goes on
                 refused = is_refusal(exc, litellm)
@@ -320,4 +325,9 @@ class ModelClient:
             "finish_reason": getattr(choice, "finish_reason", None),
             **runtime_info(),
         }
-        return Completion(text=text, finish_reason=usage["finish_reason"], usage=usage)
+        calls = tuple(
+            {"id": getattr(c, "id", None) or f"call_{n}", "name": getattr(getattr(c, "function", None), "name", None) or "",
+             "arguments": getattr(getattr(c, "function", None), "arguments", None)}
+            for n, c in enumerate(getattr(message, "tool_calls", None) or [], 1)
+        )
+        return Completion(text=text, finish_reason=usage["finish_reason"], usage=usage, tool_calls=calls)

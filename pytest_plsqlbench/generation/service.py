@@ -12,9 +12,10 @@ called and litellm never imported.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 from ..answers import Answer, Exchange
 from ..tasks import Task
@@ -86,6 +87,17 @@ class AnswerService:
             if self._client is None:
                 self._client = self._client_factory()
             return self._client
+
+    @contextlib.contextmanager
+    def slot(self, *, count: bool = True) -> Iterator[None]:
+        """Hold one of the process's concurrent model requests (``--plsql-concurrency``) for a
+        caller that talks to a model itself (ProcArena's Interactive Solver and Simulator), so
+        they share the limit with generation; ``count``: it is a request of this model."""
+        with self._slots:
+            if count:
+                with self._guard:
+                    self.requests += 1
+            yield
 
     # ------------------------------------------------------------------ the one entry point
     def obtain(
@@ -161,9 +173,7 @@ class AnswerService:
     # ------------------------------------------------------------------ model side
     def _generate(self, req: Request, task: Task) -> Answer:
         key = req.key
-        with self._slots:
-            with self._guard:
-                self.requests += 1
+        with self.slot():
             try:
                 completion = self.client.complete(req.messages)
             except ProviderError as exc:

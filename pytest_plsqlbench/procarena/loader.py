@@ -7,6 +7,7 @@ Manifest::
     dialects: [postgres, oracle]
     options:
       dir: procarena-sample      # <dir>/<dialect>/*.yaml, relative to the manifest
+      mode: direct               # or interactive: the tasks' Interactive forms (issue 15)
 
 One task = one turn whose reference is the gold procedure, one unit test per call
 (``call-1`` ... ``call-N``: the call statement is the test's script, the judge compares states),
@@ -127,10 +128,20 @@ def load(manifest: Manifest, settings: Settings) -> list[Task]:
     search = fixture_dirs(manifest)
     tasks = []
     fixtures: dict[str, Fixture] = {}
+    mode = str(manifest.options.get("mode") or "direct")
+    if mode not in ("direct", "interactive"):
+        raise UsageError(f"{manifest.path}: options.mode must be 'direct' or 'interactive', not {mode!r}")
     for spec in load_specs(manifest, settings.dialect):
+        if mode == "interactive" and spec.interactive is None:
+            continue  # B2, and any task without an Interactive form (docs/procarena-interactive.md)
         if spec.database not in fixtures:
             fixtures[spec.database] = database_fixture(spec, search)
-        tasks.append(build_task(spec, manifest.name, fixtures[spec.database]))
+        if mode == "interactive":
+            from .interactive.tasks import build_interactive_task
+
+            tasks.append(build_interactive_task(spec, manifest.name, fixtures[spec.database], build_task))
+        else:
+            tasks.append(build_task(spec, manifest.name, fixtures[spec.database]))
     return tasks
 
 

@@ -15,7 +15,7 @@ the project does. Input: the results document's task entries (``metadata.scenari
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable, Mapping, Sequence
 
 from .. import outcomes
 from . import EDITING, SCENARIOS, SYNTHESIS
@@ -61,6 +61,7 @@ def _mean(values: list[float]) -> float | None:
 
 def compute(entries: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
     """The family's numbers for the task entries of one subset (fractions in 0..1)."""
+    entries = list(entries)
     cells: dict[tuple[str, str], list[bool]] = defaultdict(list)
     test_pass: list[float] = []
     types: Counter = Counter()
@@ -98,7 +99,16 @@ def compute(entries: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
         "by_dialect": table,
         "failure_types": {t: types.get(t, 0) for t in TYPES},
         "failure_type_rates": {t: (types.get(t, 0) / n if n else None) for t in TYPES},
+        **_interactive(entries),
     }
+
+
+def _interactive(entries: list[Mapping[str, Any]]) -> dict[str, Any]:
+    """Interactive mode's episode figures (issue 15), for a subset of Interactive forms."""
+    from .interactive import metrics as im
+
+    chosen = [e for e in entries if im.is_interactive(e)]
+    return {"interactive": im.figures(chosen)} if chosen else {}
 
 
 def _pct(v: float | None) -> str:
@@ -125,6 +135,10 @@ def summary_lines(name: str, m: Mapping[str, Any]) -> list[str]:
         lines.append("failure types (% of tasks): " + ", ".join(
             f"{LABELS[t]} {_pct(rates.get(t))}" for t in TYPES if types.get(t)))
     lines.append("Synth = mean of A1-A5, Edit = mean of B1, B3, B4 (B2 is scored by speed, issue 14)")
+    if m.get("interactive"):
+        from .interactive.metrics import summary_lines as interactive_lines
+
+        lines.extend(interactive_lines(name, m["interactive"]))
     return lines
 
 
@@ -161,6 +175,18 @@ class ProcArenaFamily(PlsqlBenchFamily):
             figures[f"type_{t}"] = m["failure_type_rates"].get(t)
         figures.update(b2_metrics.family_figures(data.entries))
         return figures
+
+    def document_figures(self, subsets: dict[str, dict[str, Any]], tasks: Sequence[Mapping[str, Any]]) -> None:
+        """Retention (Interactive EX / Direct EX) pairs an Interactive subset with a Direct one."""
+        from .interactive.metrics import retention
+
+        retention(subsets, tasks)
+
+    def html_sections(self, document: Mapping[str, Any], subsets: Mapping[str, Mapping[str, Any]]) -> list[str]:
+        """Interactive figures per subset and each episode's timeline."""
+        from .interactive.metrics import html
+
+        return [html(document, subsets)]
 
     #: The terminal table stays narrow; the per-subscenario and failure-type columns follow as
     #: Table 6 lines (the HTML report shows every column).

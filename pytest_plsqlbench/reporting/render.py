@@ -256,6 +256,8 @@ def html(document: Mapping[str, Any]) -> str:
     if notes:
         parts.append("<ul>" + "".join(f"<li>{escape(n)}</li>" for n in notes) + "</ul>")
     parts.append(_chart(document))
+    for family, members in _by_family(subsets):
+        parts.extend(family.html_sections(document, members))
     parts.append("<h2>Failed task turns by class (§4.4)</h2>")
     parts.append(
         '<p class="muted">One analysis unit is one turn of one task (and sample); <em>Judged</em> excludes '

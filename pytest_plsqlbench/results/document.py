@@ -92,6 +92,10 @@ def build_document(
             "data_revision": (header.get("data_revisions") or {}).get(name),
             "metric_family": family.name,
         }
+    for family in {id(f): f for f in (family_of[name] for name in subsets)}.values():
+        family.document_figures(
+            {name: figures for name, figures in subsets.items() if family_of[name] is family}, out_tasks
+        )
     totals_tests: Counter[str] = Counter()
     totals_units: Counter[str] = Counter()
     for name in subsets:
