@@ -20,23 +20,10 @@ import tempfile
 import time
 from pathlib import Path
 
-import pytest
-
-from pytest_plsqlbench.plugin import load_all_tasks, select_tasks
-from pytest_plsqlbench.state import SETTINGS_KEY
+from plugin_overhead import _tasks as tasks  # the same task loading as the overhead benchmark
 
 TARGET = 1.5
 WRONG = "SELECT 'this answer defines nothing the tests call';"
-
-
-def tasks(subset: str, extra: list[str]) -> list:  # noqa: ANN401
-    config = pytest.Config.fromdictargs({}, ["--subset", subset, "--plsql-model=reference", *extra])
-    config._do_configure()  # noqa: SLF001 - a throwaway config to reuse the plugin's loaders
-    try:
-        settings = config.stash[SETTINGS_KEY]
-        return [t for _, ts in select_tasks(load_all_tasks(config, settings), settings).values() for t in ts]
-    finally:
-        config._ensure_unconfigure()  # noqa: SLF001
 
 
 def answers_file(path: Path, subset_tasks: list, wrong: bool) -> Path:

@@ -198,18 +198,7 @@ class AnswerCache:
             "created": record.created or time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             "messages": [dict(m) for m in req.messages],
         }
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                json.dump(doc, fh, indent=2, ensure_ascii=False)
-                fh.write("\n")
-                fh.flush()
-                os.fsync(fh.fileno())
-            os.replace(tmp, path)
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
-            raise
+        write_json_atomic(path, doc, indent=2)
         return path
 
     # ------------------------------------------------------------------ locking
@@ -232,3 +221,20 @@ class AnswerCache:
             yield True
         finally:
             lock.release()
+
+
+def write_json_atomic(path: Path, doc: Any, indent: int = 2) -> None:
+    """Write ``doc`` as JSON to ``path`` so readers see the old file or the whole new one, never a
+    torn one (a killed run leaves no half-written cache entry); the caller made ``path.parent``."""
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            json.dump(doc, fh, indent=indent, ensure_ascii=False)
+            fh.write("\n")
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise

@@ -15,8 +15,6 @@ import contextlib
 import hashlib
 import json
 import logging
-import os
-import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,7 +22,7 @@ from typing import Any, Iterator, Mapping
 
 from filelock import FileLock
 
-from ...generation.cache import slug
+from ...generation.cache import slug, write_json_atomic
 
 log = logging.getLogger(__name__)
 
@@ -61,18 +59,7 @@ class EpisodeCache:
         path.parent.mkdir(parents=True, exist_ok=True)
         doc = {"format": FORMAT, "key": key, "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                "episode": dict(episode)}
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                json.dump(doc, fh, indent=1, ensure_ascii=False)
-                fh.write("\n")
-                fh.flush()
-                os.fsync(fh.fileno())
-            os.replace(tmp, path)
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
-            raise
+        write_json_atomic(path, doc, indent=1)
 
     @contextlib.contextmanager
     def lock(self, key: str) -> Iterator[None]:
