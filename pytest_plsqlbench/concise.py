@@ -12,13 +12,13 @@ how, and the first difference. So, unless the user asked for details (``-v``, ``
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 import pytest
 
-from .metrics import UNIT_PRIORITY
-from .outcomes import EXCLUDED, INFRASTRUCTURE, LABELS, PASSED, SKIPPED
+from .metrics import unit_class
+from .outcomes import LABELS, PASSED, SKIPPED
 
 #: pytest's own default for ``-r``; any other value was asked for.
 DEFAULT_REPORTCHARS = ("fE", "")
@@ -49,16 +49,6 @@ def _natural(text: str) -> list[Any]:
     return [int(p) if p.isdigit() else p.lower() for p in re.split(r"(\d+)", text)]
 
 
-def _unit_class(classes: Iterable[str]) -> str | None:
-    found = set(classes)
-    for cls in UNIT_PRIORITY:
-        if cls in found:
-            return cls
-    if found & set(EXCLUDED):
-        return INFRASTRUCTURE if INFRASTRUCTURE in found else sorted(found & set(EXCLUDED))[0]
-    return None
-
-
 def _first_difference(test: Mapping[str, Any]) -> str:
     message = " ".join(str(test.get("message") or "").split())
     expected, actual = test.get("expected"), test.get("actual")
@@ -83,7 +73,7 @@ def failure_lines(document: Mapping[str, Any], width: int = LINE_WIDTH) -> list[
             units[(int(test.get("sample") or 0), int(test.get("turn", 1)))].append(test)
         for (sample, turn), tests in sorted(units.items()):
             failed = [t for t in tests if t.get("failure_class", PASSED) not in (PASSED, SKIPPED)]
-            cls = _unit_class(t["failure_class"] for t in failed)
+            cls = unit_class(t["failure_class"] for t in failed)
             if cls is None:
                 continue
             first = next(t for t in failed if t["failure_class"] == cls)

@@ -268,12 +268,22 @@ def unit_failures(tests: Iterable[Mapping[str, Any]]) -> Counter[str]:
         units[(int(rec.get("sample") or 0), int(rec.get("turn", 1)))].add(judged_class(rec))
     out: Counter[str] = Counter()
     for classes in units.values():
-        judged = [c for c in UNIT_PRIORITY if c in classes]
-        if judged:
-            out[judged[0]] += 1
-        elif INFRASTRUCTURE in classes and classes <= set(NOT_JUDGED):
-            out[INFRASTRUCTURE] += 1
+        cls = unit_class(classes)
+        if cls is not None:
+            out[cls] += 1
     return out
+
+
+def unit_class(classes: Iterable[str]) -> str | None:
+    """The class of a unit (sample x turn) whose tests have ``classes``: its earliest failing stage
+    (:data:`UNIT_PRIORITY`), else infrastructure when nothing of it was judged; None if it passed."""
+    found = set(classes)
+    for cls in UNIT_PRIORITY:
+        if cls in found:
+            return cls
+    if INFRASTRUCTURE in found and found <= set(NOT_JUDGED):
+        return INFRASTRUCTURE
+    return None
 
 
 def failed_tests(tests: Iterable[Mapping[str, Any]]) -> Counter[str]:

@@ -86,13 +86,14 @@ def preflight(
     api_base: str | None, overrides: Mapping[str, str] | None, samples: int,
 ) -> None:
     """Run the checks when some first-turn answer is not in the cache; raise UsageError."""
-    pending = [(t, s) for t in tasks for s in range(samples) if not service.cached(t, 1, (), s)]
-    if not pending:
+    # The first answer the run needs; a cached rerun reads every entry once and stops here.
+    pending = next(((t, s) for t in tasks for s in range(samples) if not service.cached(t, 1, (), s)), None)
+    if pending is None:
         return
     check_model(name, model, api_base, overrides)
     if may_deselect(config):
         return
-    task, sample = pending[0]
+    task, sample = pending
     service.obtain(task, 1, (), sample)
     error = service.permanent_error
     if error is not None:
