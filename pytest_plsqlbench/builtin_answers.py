@@ -23,14 +23,14 @@ def pytest_plsql_generate(
     config: pytest.Config, task: Task, turn: int, history: Sequence[Exchange], sample: int
 ) -> Answer | None:
     settings = get_settings(config)
-    if settings.answers is not None:
+    if settings.answers.file is not None:
         if ANSWERS_FILE_KEY not in config.stash:
-            config.stash[ANSWERS_FILE_KEY] = AnswersFile(settings.answers)
+            config.stash[ANSWERS_FILE_KEY] = AnswersFile(settings.answers.file)
         code = config.stash[ANSWERS_FILE_KEY].get(task.subset, task.id, turn)
         if code is None:
-            return Answer.missing(f"{task.id} turn {turn} is not in {settings.answers}", source="answers-file")
+            return Answer.missing(f"{task.id} turn {turn} is not in {settings.answers.file}", source="answers-file")
         return Answer(code=code, source="answers-file")
-    if settings.model == "reference":
+    if settings.model.name == "reference":
         reference = task.turns[turn - 1].reference
         if reference is None:
             return Answer.missing(f"{task.id} turn {turn} has no reference answer", source="reference")

@@ -66,7 +66,7 @@ class Harness:
             except Exception as exc:  # noqa: BLE001 - remembered: every later task fails fast, in one line
                 detail = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
                 if not isinstance(exc, PlsqlBenchError):
-                    log.error("starting the %s database failed", self.settings.dialect, exc_info=exc)
+                    log.error("starting the %s database failed", self.settings.database.dialect, exc_info=exc)
                 self._backend_error = f"database unavailable: {detail}"
                 raise InfrastructureError(self._backend_error) from None
             self.backend = backend
@@ -142,7 +142,7 @@ class TaskNode(pytest.Collector):
         self.answers = episode.answers
         backend = harness.backend_for()
         run = TaskRun(backend, self.task, episode, safety=harness.safety, judges=harness.judges,
-                      task_timeout=harness.settings.task_timeout, missing=harness.settings.missing)
+                      task_timeout=harness.settings.database.task_timeout, missing=harness.settings.answers.missing)
         try:
             run.start()
         except FixtureError as exc:  # the data cannot be loaded: not runnable, like a missing schema
@@ -222,8 +222,8 @@ def build_items(
     for subset, (manifest_path, tasks) in tasks_by_subset.items():
         snode = SubsetNode.from_parent(session, name=subset, nodeid=subset, tasks=tasks, manifest_path=manifest_path)
         for task in tasks:
-            for sample in range(settings.samples):
-                task_nodeid = nodeids.task_nodeid(subset, task.node_name, sample, settings.samples)
+            for sample in range(settings.model.samples):
+                task_nodeid = nodeids.task_nodeid(subset, task.node_name, sample, settings.model.samples)
                 tnode = TaskNode.from_parent(snode, name=task.node_name, nodeid=task_nodeid, task=task, sample=sample)
                 snode._children.append(tnode)
                 for turn in task.turns:

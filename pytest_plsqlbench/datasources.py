@@ -35,7 +35,7 @@ progress = logging.getLogger("pytest_plsqlbench.progress")
 
 
 def data_cache_dir(settings: Settings) -> Path:
-    path = settings.data_cache or Path(platformdirs.user_cache_dir("pytest-plsqlbench"))
+    path = settings.data.cache or Path(platformdirs.user_cache_dir("pytest-plsqlbench"))
     path.mkdir(parents=True, exist_ok=True)
     return path
 
@@ -49,13 +49,13 @@ def sha256_file(path: Path) -> str:
 
 
 def _local_override(source: Source, settings: Settings) -> Path | None:
-    if source.name in settings.sources:
-        return settings.sources[source.name]
+    if source.name in settings.data.sources:
+        return settings.data.sources[source.name]
     env = source_from_environment(source.name)
     if env:
         return Path(env).expanduser()
-    if source.kind == "plsqlbench" and settings.data is not None:
-        return settings.data
+    if source.kind == "plsqlbench" and settings.data.release is not None:
+        return settings.data.release
     return None
 
 

@@ -17,21 +17,21 @@ PROBE_TIMEOUT_S = 15
 
 def check_database(settings: Settings) -> None:
     """Raise UsageError when the run's database cannot be had (driver, Docker, DSN)."""
-    if settings.dialect == "oracle":
+    if settings.database.dialect == "oracle":
         try:
             import oracledb  # noqa: F401
         except ImportError:
             raise UsageError(
                 "--plsql-dialect=oracle needs python-oracledb: pip install 'pytest-plsqlbench[oracle]'"
             ) from None
-    if settings.db == "container":
+    if settings.database.kind == "container":
         _check_docker(settings)
-    elif settings.db == "dsn" and settings.dsn:
+    elif settings.database.kind == "dsn" and settings.database.dsn:
         _check_dsn(settings)
 
 
 def _check_docker(settings: Settings) -> None:
-    extra = "oracle" if settings.dialect == "oracle" else "container"
+    extra = "oracle" if settings.database.dialect == "oracle" else "container"
     try:
         import docker
         import testcontainers  # noqa: F401
@@ -43,20 +43,20 @@ def _check_docker(settings: Settings) -> None:
         docker.from_env().ping()
     except Exception as exc:  # noqa: BLE001 - no socket, no daemon, no permission
         detail = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        env = " (or PLSQL_ORACLE_DSN)" if settings.dialect == "oracle" else ""
+        env = " (or PLSQL_ORACLE_DSN)" if settings.database.dialect == "oracle" else ""
         raise UsageError(
             f"--plsql-db=container needs a running Docker, and none answers ({detail}); "
-            f"or point --plsql-dsn{env} at a {settings.dialect} database"
+            f"or point --plsql-dsn{env} at a {settings.database.dialect} database"
         ) from None
 
 
 def _check_dsn(settings: Settings) -> None:
-    assert settings.dsn
-    if settings.dialect == "postgres":
+    assert settings.database.dsn
+    if settings.database.dialect == "postgres":
         import psycopg
 
         try:
-            psycopg.connect(settings.dsn, connect_timeout=PROBE_TIMEOUT_S, autocommit=True).close()
+            psycopg.connect(settings.database.dsn, connect_timeout=PROBE_TIMEOUT_S, autocommit=True).close()
         except psycopg.Error as exc:
             detail = " ".join(str(exc).split())
             raise UsageError(f"--plsql-dsn: cannot connect to PostgreSQL ({detail})") from None
@@ -65,7 +65,7 @@ def _check_dsn(settings: Settings) -> None:
 
     from .dialects.oracle import parse_dsn
 
-    dsn = parse_dsn(settings.dsn)
+    dsn = parse_dsn(settings.database.dsn)
     try:
         oracledb.connect(user=dsn.user, password=dsn.password, dsn=dsn.dsn, tcp_connect_timeout=PROBE_TIMEOUT_S,
                          **dict(dsn.params)).close()

@@ -25,12 +25,12 @@ if TYPE_CHECKING:
 def pytest_plsql_load_subset(
     config: pytest.Config, manifest: "Manifest", settings: "Settings"
 ) -> "Sequence[Task] | None":
-    """Return the tasks of ``manifest`` in ``settings.dialect``, or None if not your loader."""
+    """Return the tasks of ``manifest`` in ``settings.database.dialect``, or None if not your loader."""
 
 
 @pytest.hookspec(firstresult=True)
 def pytest_plsql_make_backend(config: pytest.Config, settings: "Settings") -> "Backend | None":
-    """Return the database backend for ``settings.dialect``/``settings.db`` (not started)."""
+    """Return the database backend for ``settings.database.dialect``/``settings.database.kind`` (not started)."""
 
 
 @pytest.hookspec(firstresult=True)

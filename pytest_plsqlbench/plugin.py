@@ -65,7 +65,7 @@ def _known_manifests(config: pytest.Config, settings: Settings) -> dict[str, Man
     known = config.stash.get(MANIFESTS_KEY, None)
     if known is None:
         try:
-            known = discover(settings.task_dirs)
+            known = discover(settings.tasks.dirs)
         except UsageError as exc:
             raise pytest.UsageError(str(exc)) from None
         config.stash[MANIFESTS_KEY] = known
@@ -77,10 +77,10 @@ def _settings(config: pytest.Config) -> Settings:
     (Spider2-ST/MT) run in Oracle rather than failing on the postgres default."""
     try:
         settings = Settings.from_config(config)
-        if settings.subsets and not dialect_given(config):
+        if settings.tasks.subsets and not dialect_given(config):
             known = _known_manifests(config, settings)
-            dialect = run_dialect([known[s] for s in settings.subsets if s in known], settings.dialect)
-            if dialect != settings.dialect:
+            dialect = run_dialect([known[s] for s in settings.tasks.subsets if s in known], settings.database.dialect)
+            if dialect != settings.database.dialect:
                 settings = Settings.from_config(config, dialect=dialect)
         return settings
     except UsageError as exc:
@@ -89,18 +89,18 @@ def _settings(config: pytest.Config) -> Settings:
 
 def _manifests(config: pytest.Config, settings: Settings) -> list[Manifest]:
     known = _known_manifests(config, settings)
-    unknown = [s for s in settings.subsets if s not in known]
+    unknown = [s for s in settings.tasks.subsets if s not in known]
     if unknown:
         raise pytest.UsageError(
             f"unknown subset(s) {', '.join(unknown)}; known subsets: {', '.join(sorted(known))}"
         )
-    chosen = [known[s] for s in settings.subsets]
+    chosen = [known[s] for s in settings.tasks.subsets]
     families.register_from_config(config)
     for manifest in chosen:
-        if settings.dialect not in manifest.dialects:
+        if settings.database.dialect not in manifest.dialects:
             raise pytest.UsageError(
                 f"subset {manifest.name!r} exists only for {', '.join(manifest.dialects)}, "
-                f"not for --plsql-dialect={settings.dialect}"
+                f"not for --plsql-dialect={settings.database.dialect}"
             )
         try:
             families.get(manifest.metrics)
@@ -134,10 +134,10 @@ def select_tasks(
     out: dict[str, tuple[Path | None, list[Task]]], settings: Settings
 ) -> dict[str, tuple[Path | None, list[Task]]]:
     """The run's tasks: narrowed by --plsql-task, then sharded if asked."""
-    if settings.task_ids:
-        out = _only_tasks(out, settings.task_ids)
-    if settings.shard:
-        index, count = settings.shard
+    if settings.tasks.ids:
+        out = _only_tasks(out, settings.tasks.ids)
+    if settings.tasks.shard:
+        index, count = settings.tasks.shard
         ordered = sorted((subset, t.id) for subset, (_, ts) in out.items() for t in ts)
         keep = {key for n, key in enumerate(ordered) if n % count == index - 1}
         out = {s: (p, [t for t in ts if (s, t.id) in keep]) for s, (p, ts) in out.items()}
@@ -185,7 +185,7 @@ def check_answer_ids(config: pytest.Config, answers: Any, tasks: dict[str, tuple
     shown = ", ".join(hints) + (f" ... (+{len(unmatched) - 5})" if len(unmatched) > 5 else "")
     if len(unmatched) == len({(sub, tid) for sub, tid, _ in answers.keys()}):
         raise pytest.UsageError(
-            f"--plsql-answers {get_settings(config).answers}: no entry matches a task of subset(s) "
+            f"--plsql-answers {get_settings(config).answers.file}: no entry matches a task of subset(s) "
             f"{', '.join(tasks)}: {shown}"
         )
     config.issue_config_time_warning(
@@ -203,10 +203,10 @@ def pytest_cmdline_main(config: pytest.Config) -> int | None:
     if not config.getoption("plsql_show_prompt", None):
         return None
     settings = _settings(config)
-    if not settings.subsets:
+    if not settings.tasks.subsets:
         raise pytest.UsageError("--plsql-show-prompt needs --subset to know where TASK_ID is")
     config.stash[SETTINGS_KEY] = settings
-    wanted = settings.show_prompt
+    wanted = settings.answers.show_prompt
     for _, tasks in load_all_tasks(config, settings).values():
         for task in tasks:
             if wanted in (task.id, task.node_name):
@@ -214,7 +214,7 @@ def pytest_cmdline_main(config: pytest.Config) -> int | None:
 
                 print(render_prompt(task))
                 return 0
-    raise pytest.UsageError(f"--plsql-show-prompt: no task {wanted!r} in subset(s) {', '.join(settings.subsets)}")
+    raise pytest.UsageError(f"--plsql-show-prompt: no task {wanted!r} in subset(s) {', '.join(settings.tasks.subsets)}")
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -222,7 +222,7 @@ def pytest_configure(config: pytest.Config) -> None:
         return  # inert: not even the plugin's ini keys are read without --subset
     settings = _settings(config)
     config.stash[SETTINGS_KEY] = settings
-    if not settings.subsets:
+    if not settings.tasks.subsets:
         return
     for line in (
         "plsql: a PL/SQL benchmark item (pytest-plsqlbench)",
@@ -234,24 +234,24 @@ def pytest_configure(config: pytest.Config) -> None:
         config.addinivalue_line("markers", line)
     # Listing markers or collecting needs no answers.
     collect_only = config.getoption("collectonly", False) or config.getoption("markers", False)
-    if settings.model is None and settings.answers is None and not collect_only:
+    if settings.model.name is None and settings.answers.file is None and not collect_only:
         raise pytest.UsageError(
             "--subset needs answers: --plsql-model=reference (the reference answers), "
             "--plsql-model=<litellm model or alias>, or --plsql-answers=FILE.jsonl"
         )
-    if settings.answers is not None and not collect_only:
+    if settings.answers.file is not None and not collect_only:
         # Validate the whole file up front: one error naming file and line, before any task runs.
         from .answers import AnswersFile
         from .builtin_answers import ANSWERS_FILE_KEY
 
         try:
-            config.stash[ANSWERS_FILE_KEY] = AnswersFile(settings.answers)
+            config.stash[ANSWERS_FILE_KEY] = AnswersFile(settings.answers.file)
         except UsageError as exc:
             raise pytest.UsageError(str(exc)) from None
     every_task = load_all_tasks(config, settings)
     tasks = select_tasks(every_task, settings)
     config.stash[TASKS_KEY] = tasks
-    if settings.answers is not None and not collect_only and getattr(config, "workerinput", None) is None:
+    if settings.answers.file is not None and not collect_only and getattr(config, "workerinput", None) is None:
         from .builtin_answers import ANSWERS_FILE_KEY
 
         # Against every task of the chosen subsets, not just this shard's or --plsql-task's.
@@ -278,7 +278,7 @@ def pytest_configure(config: pytest.Config) -> None:
         config.stash[RESULTS_KEY] = collector
         config.pluginmanager.register(collector, "plsqlbench-results")
     config.stash[HARNESS_KEY] = Harness(config, settings)
-    if settings.model not in (None, "reference") or settings.answers:
+    if settings.model.name not in (None, "reference") or settings.answers.file:
         os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 
@@ -384,13 +384,13 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     if collector is None:
         return
     settings = get_settings(config)
-    if not collector.records and settings.results is None:
+    if not collector.records and settings.report.results is None:
         return
     # Written even when nothing ran (an empty shard, a -k that selects nothing): merges need it.
     document = collector.document()
     config.hook.pytest_plsql_results(config=config, results=document)
-    if settings.results is not None:
-        collector.write(settings.results)
+    if settings.report.results is not None:
+        collector.write(settings.report.results)
 
 
 __all__ = ["scope_of", "worker_count"]

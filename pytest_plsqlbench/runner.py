@@ -356,8 +356,8 @@ class TaskRun:
 
 
 def make_backend(settings: Settings, worker: str = "main") -> Backend:
-    """The built-in backend for ``settings.dialect`` (not started)."""
-    if settings.dialect == "postgres":
+    """The built-in backend for ``settings.database.dialect`` (not started)."""
+    if settings.database.dialect == "postgres":
         from .dialects.postgres import PostgresBackend
 
         return PostgresBackend(settings, worker)
@@ -388,8 +388,8 @@ def evaluate_task(
     """Run every unit test of ``task`` with the given per-turn answers (``settings``: the time
     budget and the missing-answer rule; defaults without)."""
     run = TaskRun(backend, task, answers, safety=safety, judges=judges,
-                  task_timeout=settings.task_timeout if settings else 0.0,
-                  missing=settings.missing if settings else "fail")
+                  task_timeout=settings.database.task_timeout if settings else 0.0,
+                  missing=settings.answers.missing if settings else "fail")
     report = TaskReport(task)
     run.start()
     try:

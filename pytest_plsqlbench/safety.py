@@ -533,6 +533,6 @@ class SafetyChecker:
 
 def make_checker(settings: Settings) -> SafetyChecker | None:
     """The checker for ``--plsql-safety`` (None when ``off``)."""
-    if settings.safety == "off":
+    if settings.database.safety == "off":
         return None
-    return SafetyChecker(settings.safety)
+    return SafetyChecker(settings.database.safety)

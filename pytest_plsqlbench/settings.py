@@ -255,48 +255,170 @@ _SHARD = re.compile(r"^\s*(\d+)\s*/\s*(\d+)\s*$")
 
 
 @dataclass(frozen=True)
-class Settings:
-    """Everything a run needs to know, resolved once from options, ini and environment."""
+class TaskSettings:
+    """Which tasks run: the subsets, extra manifest folders, and the selection within them."""
 
-    subsets: tuple[str, ...]
-    dialect: str = "postgres"
-    db: str = "embedded"
-    dsn: str | None = None
-    timeout: float = 10.0
-    task_timeout: float = 300.0
-    missing: str = "fail"
-    max_output: int = 1_000_000
-    data: Path | None = None
-    sources: Mapping[str, Path] = field(default_factory=dict)
-    data_cache: Path | None = None
-    task_dirs: tuple[Path, ...] = ()
-    assertions: str = "null-safe"
-    shard: tuple[int, int] | None = None
+    subsets: tuple[str, ...] = ()
+    #: ``--plsql-tasks``: extra folders of subset manifests.
+    dirs: tuple[Path, ...] = ()
     #: ``--plsql-task``: exact task ids (or node names) to run; empty runs every task.
-    task_ids: tuple[str, ...] = ()
-    model: str | None = None
-    answers: Path | None = None
+    ids: tuple[str, ...] = ()
+    #: ``--plsql-shard``: (I, N) -- run only shard I of N.
+    shard: tuple[int, int] | None = None
+    #: ``--plsql-assertions``: how MBPP assertion blocks are written (null-safe or as published).
+    assertions: str = "null-safe"
+
+
+@dataclass(frozen=True)
+class DataSettings:
+    """Where benchmark data comes from: local copies, or downloads into a cache."""
+
+    #: ``--plsql-data``: a local copy of the PLSQLBench release.
+    release: Path | None = None
+    #: ``--plsql-source NAME=PATH``: local copies of other data sources named in manifests.
+    sources: Mapping[str, Path] = field(default_factory=dict)
+    #: ``--plsql-data-cache``: where downloads and conversions are cached (None: the default).
+    cache: Path | None = None
+
+
+@dataclass(frozen=True)
+class DatabaseSettings:
+    """Where tests run and what bounds an answer there."""
+
+    dialect: str = "postgres"
+    #: ``--plsql-db``: embedded, container or dsn.
+    kind: str = "embedded"
+    dsn: str | None = None
+    #: ``--plsql-timeout``: seconds per statement.
+    timeout: float = 10.0
+    #: ``--plsql-task-timeout``: seconds per task answer in all (0: no budget).
+    task_timeout: float = 300.0
+    #: ``--plsql-max-output``: characters of output kept per test.
+    max_output: int = 1_000_000
+    #: ``--plsql-safety``: off, warn or block.
+    safety: str = "block"
+
+
+@dataclass(frozen=True)
+class ModelSettings:
+    """Which model answers and how it is asked."""
+
+    #: ``--plsql-model``: 'reference' or a litellm model string/alias.
+    name: str | None = None
     api_base: str | None = None
     temperature: float = 0.0
     max_tokens: int = 8192
+    #: ``--plsql-samples``: answers per task turn (pass@k for k <= samples).
     samples: int = 1
+    #: ``--plsql-concurrency``: model requests in flight per worker.
     concurrency: int = 4
     request_timeout: float = 300.0
     retries: int = 5
+    #: ``plsql_model_aliases`` (ini): alias -> litellm model string.
+    aliases: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class AnswerSettings:
+    """Where answers are kept or read, and what a missing one means for the score."""
+
+    #: ``--plsql-answers``: a JSON Lines file of answers to score instead of a model.
+    file: Path | None = None
+    #: ``--plsql-cache``: the answer cache folder.
     cache: Path = Path(".plsql_cache")
     cache_only: bool = False
     regenerate: bool = False
+    #: ``--plsql-missing``: 'fail' scores a missing answer as failed; 'exclude' leaves it out.
+    missing: str = "fail"
+    #: ``--plsql-show-prompt``: print this task's prompt and exit.
     show_prompt: str | None = None
+
+
+@dataclass(frozen=True)
+class ReportSettings:
+    """What the run writes besides pytest's own reports."""
+
+    #: ``--plsql-results``: the results JSON.
     results: Path | None = None
-    safety: str = "block"
-    model_aliases: Mapping[str, str] = field(default_factory=dict)
+
+
+#: Where each setting lives in :class:`Settings`: its flat name (the option's, ``plsql_`` and the
+#: plural aside) -> (group, field). :meth:`Settings.of` routes values through it.
+FIELDS: Mapping[str, tuple[str, str]] = {
+    "subsets": ("tasks", "subsets"),
+    "task_dirs": ("tasks", "dirs"),
+    "task_ids": ("tasks", "ids"),
+    "shard": ("tasks", "shard"),
+    "assertions": ("tasks", "assertions"),
+    "data": ("data", "release"),
+    "sources": ("data", "sources"),
+    "data_cache": ("data", "cache"),
+    "dialect": ("database", "dialect"),
+    "db": ("database", "kind"),
+    "dsn": ("database", "dsn"),
+    "timeout": ("database", "timeout"),
+    "task_timeout": ("database", "task_timeout"),
+    "max_output": ("database", "max_output"),
+    "safety": ("database", "safety"),
+    "model": ("model", "name"),
+    "api_base": ("model", "api_base"),
+    "temperature": ("model", "temperature"),
+    "max_tokens": ("model", "max_tokens"),
+    "samples": ("model", "samples"),
+    "concurrency": ("model", "concurrency"),
+    "request_timeout": ("model", "request_timeout"),
+    "retries": ("model", "retries"),
+    "model_aliases": ("model", "aliases"),
+    "answers": ("answers", "file"),
+    "cache": ("answers", "cache"),
+    "cache_only": ("answers", "cache_only"),
+    "regenerate": ("answers", "regenerate"),
+    "missing": ("answers", "missing"),
+    "show_prompt": ("answers", "show_prompt"),
+    "results": ("report", "results"),
+}
+
+_GROUPS: Mapping[str, type] = {
+    "tasks": TaskSettings,
+    "data": DataSettings,
+    "database": DatabaseSettings,
+    "model": ModelSettings,
+    "answers": AnswerSettings,
+    "report": ReportSettings,
+}
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Everything a run needs to know, resolved once from options, ini and environment,
+    grouped by concern so that each part of the harness takes only the group it needs."""
+
+    tasks: TaskSettings = field(default_factory=TaskSettings)
+    data: DataSettings = field(default_factory=DataSettings)
+    database: DatabaseSettings = field(default_factory=DatabaseSettings)
+    model: ModelSettings = field(default_factory=ModelSettings)
+    answers: AnswerSettings = field(default_factory=AnswerSettings)
+    report: ReportSettings = field(default_factory=ReportSettings)
 
     @property
     def answer_source(self) -> str:
         """A short label of where answers come from, for reports."""
-        if self.answers is not None:
-            return f"answers:{self.answers.name}"
-        return self.model or "?"
+        if self.answers.file is not None:
+            return f"answers:{self.answers.file.name}"
+        return self.model.name or "?"
+
+    @classmethod
+    def of(cls, **values: Any) -> "Settings":
+        """Settings from flat values named as in :data:`FIELDS` (``timeout=2``, ``data=...``,
+        ``model=...``): how code that is not a pytest run (the ``plsqlbench`` commands, tests) makes them."""
+        grouped: dict[str, dict[str, Any]] = {g: {} for g in _GROUPS}
+        for name, value in values.items():
+            try:
+                group, attr = FIELDS[name]
+            except KeyError:
+                raise TypeError(f"Settings.of(): unknown setting {name!r}") from None
+            grouped[group][attr] = value
+        return cls(**{g: _GROUPS[g](**kw) for g, kw in grouped.items()})
 
     @classmethod
     def from_config(cls, config: pytest.Config, dialect: str | None = None) -> "Settings":
@@ -308,7 +430,7 @@ class Settings:
         db = v["db"] or default_db(dialect, v["dsn"])
         dsn = v["dsn"]
         if dialect == "oracle" and not dsn:
-            dsn = os.environ.get("PLSQL_ORACLE_DSN") or None
+            dsn = oracle_environment().dsn
             if dsn and not v["db"]:
                 db = "dsn"
         if db == "dsn" and not dsn:
@@ -366,41 +488,47 @@ class Settings:
                 raise UsageError("choose one of --plsql-model and --plsql-answers, not both")
         if v["cache-only"] and v["regenerate"]:
             raise UsageError("--plsql-cache-only and --plsql-regenerate contradict each other")
-        path = lambda x: Path(x).expanduser() if x else None  # noqa: E731
+        as_path = lambda x: Path(x).expanduser() if x else None  # noqa: E731
         return cls(
-            subsets=subsets,
-            dialect=dialect,
-            db=db,
-            dsn=dsn,
-            timeout=v["timeout"],
-            task_timeout=v["task-timeout"],
-            missing=v["missing"],
-            max_output=v["max-output"],
-            data=path(v["data"]),
-            sources=sources,
-            data_cache=path(v["data-cache"]),
-            task_dirs=tuple(Path(d).expanduser() for d in v["tasks"] or ()),
-            assertions=v["assertions"],
-            shard=shard,
-            task_ids=tuple(
-                dict.fromkeys(p.strip() for item in v["task"] or () for p in str(item).split(",") if p.strip())
+            tasks=TaskSettings(
+                subsets=subsets,
+                dirs=tuple(Path(d).expanduser() for d in v["tasks"] or ()),
+                ids=tuple(
+                    dict.fromkeys(p.strip() for item in v["task"] or () for p in str(item).split(",") if p.strip())
+                ),
+                shard=shard,
+                assertions=v["assertions"],
             ),
-            model=model,
-            answers=answers,
-            api_base=v["api-base"],
-            temperature=v["temperature"],
-            max_tokens=v["max-tokens"],
-            samples=v["samples"],
-            concurrency=v["concurrency"],
-            request_timeout=v["request-timeout"],
-            retries=v["retries"],
-            cache=Path(v["cache"]).expanduser(),
-            cache_only=bool(v["cache-only"]),
-            regenerate=bool(v["regenerate"]),
-            show_prompt=v["show-prompt"],
-            results=path(v["results"]),
-            safety=v["safety"],
-            model_aliases=aliases,
+            data=DataSettings(release=as_path(v["data"]), sources=sources, cache=as_path(v["data-cache"])),
+            database=DatabaseSettings(
+                dialect=dialect,
+                kind=db,
+                dsn=dsn,
+                timeout=v["timeout"],
+                task_timeout=v["task-timeout"],
+                max_output=v["max-output"],
+                safety=v["safety"],
+            ),
+            model=ModelSettings(
+                name=model,
+                api_base=v["api-base"],
+                temperature=v["temperature"],
+                max_tokens=v["max-tokens"],
+                samples=v["samples"],
+                concurrency=v["concurrency"],
+                request_timeout=v["request-timeout"],
+                retries=v["retries"],
+                aliases=aliases,
+            ),
+            answers=AnswerSettings(
+                file=answers,
+                cache=Path(v["cache"]).expanduser(),
+                cache_only=bool(v["cache-only"]),
+                regenerate=bool(v["regenerate"]),
+                missing=v["missing"],
+                show_prompt=v["show-prompt"],
+            ),
+            report=ReportSettings(results=as_path(v["results"])),
         )
 
 
@@ -434,3 +562,21 @@ def source_from_environment(name: str, environ: Mapping[str, str] | None = None)
     """``PLSQLBENCH_SOURCE_<NAME>``: a local copy of the data source ``name`` of a manifest."""
     env = os.environ if environ is None else environ
     return env.get("PLSQLBENCH_SOURCE_" + name.upper().replace("-", "_")) or None
+
+
+@dataclass(frozen=True)
+class LitellmEnvironment:
+    """The litellm variables the harness honours rather than overrides (litellm reads them too)."""
+
+    #: ``LITELLM_LOCAL_MODEL_COST_MAP``: price from the bundled cost map (default) or fetch it.
+    local_cost_map: bool = True
+    #: ``LITELLM_LOG``: set by a user who wants litellm's own log lines.
+    log: str | None = None
+
+
+def litellm_environment(environ: Mapping[str, str] | None = None) -> LitellmEnvironment:
+    env = os.environ if environ is None else environ
+    return LitellmEnvironment(
+        local_cost_map=env.get("LITELLM_LOCAL_MODEL_COST_MAP", "True").lower() == "true",
+        log=env.get("LITELLM_LOG") or None,
+    )

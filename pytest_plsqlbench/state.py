@@ -15,7 +15,7 @@ def get_settings(config: pytest.Config) -> Settings:
 
 
 def is_active(config: pytest.Config) -> bool:
-    return SETTINGS_KEY in config.stash and bool(config.stash[SETTINGS_KEY].subsets)
+    return SETTINGS_KEY in config.stash and bool(config.stash[SETTINGS_KEY].tasks.subsets)
 
 
 def worker_id(config: pytest.Config) -> str:

@@ -224,9 +224,9 @@ def test_safety_allowances_per_task() -> None:
 
 
 def test_make_checker_modes() -> None:
-    assert make_checker(Settings(subsets=(), safety="off")) is None
-    assert isinstance(make_checker(Settings(subsets=(), safety="warn")), SafetyChecker)
-    assert make_checker(Settings(subsets=(), safety="block")).mode == "block"  # type: ignore[union-attr]
+    assert make_checker(Settings.of(subsets=(), safety="off")) is None
+    assert isinstance(make_checker(Settings.of(subsets=(), safety="warn")), SafetyChecker)
+    assert make_checker(Settings.of(subsets=(), safety="block")).mode == "block"  # type: ignore[union-attr]
 
 
 def _reference_tasks() -> Iterator[tuple[str, Task, int, str, list[str]]]:
@@ -291,7 +291,7 @@ def test_published_oracle_references_pass_the_check(plsqlbench_sample: Path) -> 
 def backend() -> Iterator[PostgresBackend]:
     limit = pg_server.MEMORY_LIMIT
     pg_server.MEMORY_LIMIT = 512 << 20  # small, so the memory test is quick
-    b = PostgresBackend(Settings(subsets=(), timeout=TIMEOUT, max_output=MAX_OUTPUT), worker="adversarial")
+    b = PostgresBackend(Settings.of(subsets=(), timeout=TIMEOUT, max_output=MAX_OUTPUT), worker="adversarial")
     try:
         b.start()
     finally:
@@ -360,7 +360,7 @@ def task(name, script, expected):
     return Task(id=name, subset="adv", dialect="postgres",
                 turns=(Turn(1, "p", (UnitTest("t", "output", script, expected),)),))
 
-b = PostgresBackend(Settings(subsets=(), timeout=10), worker="memory")
+b = PostgresBackend(Settings.of(subsets=(), timeout=10), worker="memory")
 b.start()
 try:
     limits = open(f"/proc/{b.server.pid()}/limits").read()

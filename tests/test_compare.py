@@ -89,6 +89,10 @@ def test_excluded_tasks_are_left_out_of_the_pairs() -> None:
     [
         ({"dialect": "oracle"}, "different dialect"),
         ({"timeout_s": 2.0}, "different timeout_s"),
+        ({"task_timeout_s": 30.0}, "different task_timeout_s"),
+        ({"missing": "exclude"}, "different missing"),
+        ({"max_output": 100}, "different max_output"),
+        ({"keep_constant_tasks": True}, "different keep_constant_tasks"),
         ({"data_revisions": {"smoke": "sha256:other"}}, "different data revisions"),
         ({"interrupted": "KeyboardInterrupt"}, "was interrupted"),
     ],

@@ -35,7 +35,7 @@ def _plus_file(tmp_path: Path, n: int = 2) -> Path:
 
 
 def _settings(tmp_path: Path, **kw) -> Settings:
-    return Settings(subsets=("mbpp-plus",), data_cache=tmp_path / "cache", **kw)
+    return Settings.of(subsets=("mbpp-plus",), data_cache=tmp_path / "cache", **kw)
 
 
 def test_manifests_name_loaders_sources_and_paper_metrics():
@@ -67,7 +67,7 @@ def test_manifests_name_loaders_sources_and_paper_metrics():
 def test_other_loaders_are_not_ours():
     manifest = discover()["smoke"]
     assert (
-        loader.pytest_plsql_load_subset(config=None, manifest=manifest, settings=Settings(subsets=())) is None
+        loader.pytest_plsql_load_subset(config=None, manifest=manifest, settings=Settings.of(subsets=())) is None
     )
 
 
@@ -189,7 +189,7 @@ def test_concurrent_workers_convert_once(tmp_path, monkeypatch):
 
 def test_plsqlbench_release_root_is_resolved_to_its_mbpp_file(tmp_path, plsqlbench_sample):
     manifest = discover()["mbpp"]
-    settings = Settings(subsets=("mbpp",), data=plsqlbench_sample, data_cache=tmp_path)
+    settings = Settings.of(subsets=("mbpp",), data=plsqlbench_sample, data_cache=tmp_path)
     assert (
         loader.input_file(manifest, settings) == plsqlbench_sample / "datasets" / "mbpp" / "mbpp_plsql.jsonl"
     )
@@ -197,7 +197,7 @@ def test_plsqlbench_release_root_is_resolved_to_its_mbpp_file(tmp_path, plsqlben
     assert len(tasks) == 28 and tasks[0].id == "MBPP/1"
     with pytest.raises(UsageError):
         loader.input_file(
-            manifest, Settings(subsets=("mbpp",), data=tmp_path / "missing", data_cache=tmp_path)
+            manifest, Settings.of(subsets=("mbpp",), data=tmp_path / "missing", data_cache=tmp_path)
         )
 
 

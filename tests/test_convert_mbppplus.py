@@ -127,6 +127,6 @@ def test_evalplus_rules_are_carried_into_the_tests(postgres, mbppplus_file, cach
 
 def test_mbppplus_is_replay_valid_on_postgres(postgres):
     tasks, _ = postgres
-    report = replay_validate(tasks, Settings(subsets=(), dialect="postgres", timeout=10.0))
+    report = replay_validate(tasks, Settings.of(subsets=(), dialect="postgres", timeout=10.0))
     assert report.failures == []
     assert report.valid == len(tasks)

@@ -15,7 +15,7 @@ from pytest_plsqlbench.runner import evaluate_task, open_backend
 from pytest_plsqlbench.settings import Settings
 from pytest_plsqlbench.tasks import Task
 
-PG = Settings(subsets=(), dialect="postgres", timeout=10.0)
+PG = Settings.of(subsets=(), dialect="postgres", timeout=10.0)
 
 
 @pytest.fixture(scope="module")

@@ -57,7 +57,7 @@ def served() -> Iterator[tuple[str, Files]]:
 
 @pytest.fixture
 def settings(tmp_path: Path) -> Settings:
-    return Settings(subsets=(), data_cache=tmp_path / "cache")
+    return Settings.of(subsets=(), data_cache=tmp_path / "cache")
 
 
 def sha(data: bytes) -> str:
@@ -83,7 +83,7 @@ def test_checksum_mismatch_is_refused_and_leaves_nothing_behind(served, settings
     source = Source("demo", url=f"{base}/data.jsonl", sha256=sha(b"another file"), file="data.jsonl")
     with pytest.raises(DataError, match=f"checksum mismatch for {base}/data.jsonl: expected sha256 {sha(b'another file')}"):
         download(source, settings, "demo")
-    root = settings.data_cache / "downloads" / "demo"
+    root = settings.data.cache / "downloads" / "demo"
     assert not list(root.glob("*/.complete")) and not list(root.glob(".dl-*"))
     # Once the right file is served, the same source downloads.
     files.content["/data.jsonl"] = b"another file"
@@ -97,7 +97,7 @@ def test_unpinned_source_records_its_first_checksum_and_refuses_a_changed_copy(
     files.content["/data.jsonl"] = DATA
     source = Source("demo", url=f"{base}/data.jsonl", file="data.jsonl")
     path = download(source, settings, "demo")
-    recorded = list((settings.data_cache / "downloads" / "demo").glob("*.sha256"))
+    recorded = list((settings.data.cache / "downloads" / "demo").glob("*.sha256"))
     assert [p.read_text().strip() for p in recorded] == [sha(DATA)]
     # The cached copy is dropped and upstream changed: the new file is not taken silently.
     shutil.rmtree(path.parent.parent)

@@ -190,7 +190,7 @@ def pytest_plsql_load_subset(config, manifest, settings):
     if manifest.loader != "counting":
         return None
     tests = tuple(UnitTest(f"call-{k}", "count", BUMP, options={"k": k}) for k in (1, 2, 3))
-    return [Task(id=f"task{i}", subset=manifest.name, dialect=settings.dialect,
+    return [Task(id=f"task{i}", subset=manifest.name, dialect=settings.database.dialect,
                  turns=(Turn(1, "count", tests, reference="SELECT 1;"),)) for i in (1, 2)]
 '''
 

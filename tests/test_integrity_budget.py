@@ -22,7 +22,7 @@ BUDGET = 3.0
 
 @pytest.fixture(scope="module")
 def backend() -> Iterator[PostgresBackend]:
-    b = PostgresBackend(Settings(subsets=(), timeout=TIMEOUT, task_timeout=BUDGET), worker="integrity-budget")
+    b = PostgresBackend(Settings.of(subsets=(), timeout=TIMEOUT, task_timeout=BUDGET), worker="integrity-budget")
     b.start()
     try:
         yield b

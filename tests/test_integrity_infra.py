@@ -28,7 +28,7 @@ HARNESS_LOOKING = ("XX000", "XX001", "58000", "58030", "08006", "08000", "57P01"
 
 @pytest.fixture(scope="module")
 def backend() -> Iterator[PostgresBackend]:
-    b = PostgresBackend(Settings(subsets=(), timeout=2.0), worker="integrity-infra")
+    b = PostgresBackend(Settings.of(subsets=(), timeout=2.0), worker="integrity-infra")
     b.start()
     try:
         yield b

@@ -95,7 +95,7 @@ def test_the_issue_escape_commits_nothing(tmp_path) -> None:  # noqa: ANN001
     from pytest_plsqlbench.runner import evaluate_task
     from pytest_plsqlbench.settings import Settings
 
-    b = PostgresBackend(Settings(subsets=(), timeout=2.0), worker="integrity-lexer")
+    b = PostgresBackend(Settings.of(subsets=(), timeout=2.0), worker="integrity-lexer")
     b.start()
     try:
         before = b._current_role_settings()

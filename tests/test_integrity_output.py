@@ -53,7 +53,7 @@ answer = ("CREATE FUNCTION loud() RETURNS int LANGUAGE plpgsql AS $$ BEGIN "
           f"RAISE NOTICE '%', repeat('n', {size}); RAISE EXCEPTION '%', repeat('e', {size}); END $$;")
 tests = tuple(UnitTest(f"t{i}", "output", "SELECT loud();", ("1",)) for i in range(n_tests))
 task = Task(id="loud", subset="m", dialect="postgres", turns=(Turn(1, "p", tests),), entry_points=("loud",))
-b = PostgresBackend(Settings(subsets=(), timeout=20, max_output=10_000), worker="memory-out")
+b = PostgresBackend(Settings.of(subsets=(), timeout=20, max_output=10_000), worker="memory-out")
 b.start()
 try:
     base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss

@@ -45,7 +45,7 @@ CANARY_SCRIPT = (
 
 @pytest.fixture(scope="module")
 def backend() -> Iterator[PostgresBackend]:
-    b = PostgresBackend(Settings(subsets=(), timeout=2.0), worker="integrity-settings")
+    b = PostgresBackend(Settings.of(subsets=(), timeout=2.0), worker="integrity-settings")
     b.start()
     try:
         yield b

@@ -75,7 +75,7 @@ HOSTILE = {
 
 @pytest.fixture(scope="module")
 def backend() -> Iterator[PostgresBackend]:
-    b = PostgresBackend(Settings(subsets=(), timeout=2.0), worker="integrity-shadow")
+    b = PostgresBackend(Settings.of(subsets=(), timeout=2.0), worker="integrity-shadow")
     b.start()
     try:
         yield b

@@ -110,8 +110,8 @@ def test_a_results_path_from_an_earlier_run_is_replaced_when_the_run_starts(tmp_
 
     path = tmp_path / "r.json"
     write_document(build_document(HEADER, sample_tasks(), PAPER), path)
-    settings = Settings(subsets=("mbpp",), results=path)
-    config = SimpleNamespace(stash={}, getoption=lambda name, default=None: default)
+    settings = Settings.of(subsets=("mbpp",), results=path)
+    config = SimpleNamespace(stash={}, getoption=lambda name, default=None: default, getini=lambda name: None)
     collector = ResultsCollector(config, settings, {})  # type: ignore[arg-type]
     collector.pytest_sessionstart(SimpleNamespace())  # type: ignore[arg-type]
     doc = read_document(path)
@@ -247,8 +247,8 @@ def test_maxfail_reached_at_the_last_item_is_not_an_interruption() -> None:
     from pytest_plsqlbench.settings import Settings
 
     def finish(collected: int, interrupted: str | None = None) -> str | None:
-        config = SimpleNamespace(stash={}, getoption=lambda name, default=None: default)
-        collector = ResultsCollector(config, Settings(subsets=("mbpp",)), {})  # type: ignore[arg-type]
+        config = SimpleNamespace(stash={}, getoption=lambda name, default=None: default, getini=lambda name: None)
+        collector = ResultsCollector(config, Settings.of(subsets=("mbpp",)), {})  # type: ignore[arg-type]
         for n in range(3):
             collector.records[f"mbpp/m1/case-{n}"] = ItemRecord("mbpp", "m1", "m1", 1, f"case-{n}", passed=n < 2)
         session = SimpleNamespace(shouldfail="stopping after 1 failures", shouldstop=False, testscollected=collected)

@@ -259,7 +259,7 @@ def test_container_without_docker_is_an_infrastructure_error(monkeypatch: pytest
         raise docker.errors.DockerException("Error while fetching server API version: no socket")
 
     monkeypatch.setattr(docker, "from_env", no_docker)
-    backend = OracleBackend(Settings(subsets=(), dialect="oracle", db="container"), "gw0")
+    backend = OracleBackend(Settings.of(subsets=(), dialect="oracle", db="container"), "gw0")
     from pytest_plsqlbench.errors import InfrastructureError
 
     with pytest.raises(InfrastructureError, match="needs a running Docker"):
@@ -283,7 +283,7 @@ def oracle_settings(**kw: object) -> Settings:
     base: dict[str, object] = {"subsets": (), "dialect": "oracle", "timeout": 5.0}
     base.update({"db": "dsn", "dsn": dsn} if dsn else {"db": "container"})
     base.update(kw)
-    return Settings(**base)  # type: ignore[arg-type]
+    return Settings.of(**base)  # type: ignore[arg-type]
 
 
 def oracle_reachable() -> bool:

@@ -280,7 +280,7 @@ class FakeBackend:
 
     def __init__(self, db: FakeDb, **settings: Any) -> None:
         self.db = db
-        self.settings = Settings(subsets=(), dialect="oracle", db="dsn", dsn="u/p@h/s", **settings)
+        self.settings = Settings.of(subsets=(), dialect="oracle", db="dsn", dsn="u/p@h/s", **settings)
         self.candidate, self.candidate_password = "PLSQLB_T_1", "pw"
         self.connect_string, self.connect_params = "h/s", {}
         self.rebuilt = 0
@@ -586,7 +586,7 @@ def test_owner_schemas_load_once_per_database_and_are_read_only(server: FakeServ
     shop = Fixture(
         "yaml:shop:oracle", (Path(__file__).parent.parent / "fixtures/shop/oracle.sql").read_text(), "shop"
     )
-    settings = Settings(subsets=(), dialect="oracle", db="dsn", dsn="admin/pw@db:1521/svc")
+    settings = Settings.of(subsets=(), dialect="oracle", db="dsn", dsn="admin/pw@db:1521/svc")
     first = oracle.OracleBackend(settings, "gw0")
     first.start()
     first.ensure_fixtures([shop])
@@ -627,7 +627,7 @@ def test_a_schema_the_harness_did_not_create_is_never_dropped(server: FakeServer
 
     server.users.add("SHOP")  # somebody's real schema
     backend = oracle.OracleBackend(
-        Settings(subsets=(), dialect="oracle", db="dsn", dsn="admin/pw@db/svc"), "gw0"
+        Settings.of(subsets=(), dialect="oracle", db="dsn", dsn="admin/pw@db/svc"), "gw0"
     )
     backend.start()
     with pytest.raises(
@@ -648,7 +648,7 @@ def test_baseline_is_kept_across_tasks_and_retaken_after_a_new_fixture(server: F
     shop = Fixture(
         "yaml:shop:oracle", (Path(__file__).parent.parent / "fixtures/shop/oracle.sql").read_text(), "shop"
     )
-    backend = oracle.OracleBackend(Settings(subsets=(), dialect="oracle", db="dsn", dsn="admin/pw@db/svc"), "gw0")
+    backend = oracle.OracleBackend(Settings.of(subsets=(), dialect="oracle", db="dsn", dsn="admin/pw@db/svc"), "gw0")
     backend.start()
     backend.ensure_fixtures([shop])
     taken = object()

@@ -18,7 +18,7 @@ TIMEOUT = 1.5
 
 @pytest.fixture(scope="module")
 def backend() -> Iterator[PostgresBackend]:
-    b = PostgresBackend(Settings(subsets=(), timeout=TIMEOUT, max_output=200), worker="backendtest")
+    b = PostgresBackend(Settings.of(subsets=(), timeout=TIMEOUT, max_output=200), worker="backendtest")
     b.start()
     try:
         yield b

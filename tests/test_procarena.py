@@ -38,14 +38,14 @@ MINI_TASK = DATA / "tasks" / "mini" / "postgres" / "a1_000.yaml"
 
 
 def _mini_tasks() -> list[Task]:
-    return load(load_manifest(MINI), Settings(subsets=("procarena-mini",)))
+    return load(load_manifest(MINI), Settings.of(subsets=("procarena-mini",)))
 
 
 def _sample_tasks(dialect: str = "postgres") -> list[Task]:
     folder = REPO / "tasks" / "procarena-sample" / dialect
     if not any(folder.glob("*.yaml")):
         return []
-    return load(load_manifest(SAMPLE), Settings(subsets=("procarena-sample",), dialect=dialect))
+    return load(load_manifest(SAMPLE), Settings.of(subsets=("procarena-sample",), dialect=dialect))
 
 
 # --------------------------------------------------------------------------- canonical form
@@ -204,7 +204,7 @@ def test_sample_prompts_never_show_hidden_fields() -> None:
 def backend() -> Iterator[object]:
     from pytest_plsqlbench.dialects.postgres import PostgresBackend
 
-    b = PostgresBackend(Settings(subsets=(), timeout=10), worker="procarenatest")
+    b = PostgresBackend(Settings.of(subsets=(), timeout=10), worker="procarenatest")
     b.start()
     try:
         yield b
@@ -363,7 +363,7 @@ def test_validate_finds_a_call_that_changes_nothing(backend: object, tmp_path: P
     (folder / "a1_000.yaml").write_text(yaml.safe_dump(raw))
     (tmp_path / "tasks" / "mini.yaml").write_text(MINI.read_text())
     (tmp_path / "fixtures").symlink_to(DATA / "fixtures")
-    (task,) = load(load_manifest(tmp_path / "tasks" / "mini.yaml"), Settings(subsets=("procarena-mini",)))
+    (task,) = load(load_manifest(tmp_path / "tasks" / "mini.yaml"), Settings.of(subsets=("procarena-mini",)))
     problems = check_task(backend, task)
     assert any("mutant 'gold itself' passes every call" in p for p in problems)
     assert any(p.startswith("postgres_a1_000: call-8 fails under gold as interface") for p in problems), problems

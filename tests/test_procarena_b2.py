@@ -274,7 +274,7 @@ def backend() -> Iterator[Any]:
     from pytest_plsqlbench.dialects.postgres import PostgresBackend
     from pytest_plsqlbench.settings import Settings
 
-    b = PostgresBackend(Settings(subsets=(), timeout=60), worker="b2test")
+    b = PostgresBackend(Settings.of(subsets=(), timeout=60), worker="b2test")
     b.start()
     try:
         yield b
@@ -296,7 +296,7 @@ def b2_task(tmp_path_factory: pytest.TempPathFactory) -> Any:
     (root / "b2mini" / "postgres" / "b2_002.yaml").write_text(yaml.safe_dump(raw, sort_keys=False))
     (root / "b2mini.yaml").write_text(
         "name: procarena-b2mini\nloader: procarena\nmetrics: procarena\ndialects: [postgres]\noptions:\n  dir: b2mini\n")
-    (task,) = load(load_manifest(root / "b2mini.yaml"), Settings(subsets=("procarena-b2mini",)))
+    (task,) = load(load_manifest(root / "b2mini.yaml"), Settings.of(subsets=("procarena-b2mini",)))
     task.metadata["tasks_dir"] = str(root)
     return task
 
@@ -316,7 +316,7 @@ def test_scaler_keeps_keys_and_foreign_keys_on_the_database(backend: Any, b2_tas
     from pytest_plsqlbench.procarena.loader import load
     from pytest_plsqlbench.settings import Settings
 
-    tasks = load(load_manifest(REPO / "tasks" / "procarena-sample.yaml"), Settings(subsets=("procarena-sample",)))
+    tasks = load(load_manifest(REPO / "tasks" / "procarena-sample.yaml"), Settings.of(subsets=("procarena-sample",)))
     warehouse = next(t for t in tasks if t.metadata["database"] == "warehouse").fixtures
     backend.ensure_fixtures(warehouse)
     backend.allow_writes(["warehouse"])

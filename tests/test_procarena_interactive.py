@@ -37,7 +37,7 @@ TASK = "postgres_a1_000"
 
 
 def _tasks(manifest: Path, name: str, dialect: str = "postgres") -> list[Task]:
-    return load(load_manifest(manifest), Settings(subsets=(name,), dialect=dialect))
+    return load(load_manifest(manifest), Settings.of(subsets=(name,), dialect=dialect))
 
 
 @pytest.fixture(scope="module")
@@ -143,7 +143,7 @@ def test_ledger_simulator_answers_from_matched_entries_only(task: Task) -> None:
 def backend() -> Iterator[Any]:
     from pytest_plsqlbench.dialects.postgres import PostgresBackend
 
-    b = PostgresBackend(Settings(subsets=(), timeout=10), worker="interactivetest")
+    b = PostgresBackend(Settings.of(subsets=(), timeout=10), worker="interactivetest")
     b.start()
     try:
         yield b

@@ -159,7 +159,7 @@ def test_oracle_gold_passes_mutants_fail_and_state_is_restored() -> None:
     from pytest_plsqlbench.runner import open_backend
     from pytest_plsqlbench.settings import Settings
 
-    settings = Settings(subsets=("procarena-sample",), dialect="oracle", db="dsn", dsn=os.environ["PLSQL_ORACLE_DSN"])
+    settings = Settings.of(subsets=("procarena-sample",), dialect="oracle", db="dsn", dsn=os.environ["PLSQL_ORACLE_DSN"])
     if not any((REPO / "tasks" / "procarena-sample" / "oracle").glob("*.yaml")):
         pytest.fail("procarena-sample has no Oracle tasks")
     tasks = load(load_manifest(REPO / "tasks" / "procarena-sample.yaml"), settings)

@@ -82,7 +82,7 @@ def data(tmp_path: Path) -> tuple[Path, Path]:
 
 def test_records_become_call_suite_tasks(data: tuple[Path, Path], tmp_path: Path) -> None:
     release, records = data
-    settings = Settings(subsets=("plforge",), data=release, sources={"plforge": records}, data_cache=tmp_path / "cache")
+    settings = Settings.of(subsets=("plforge",), data=release, sources={"plforge": records}, data_cache=tmp_path / "cache")
     tasks = load(discover()["plforge"], settings)
     assert [t.id for t in tasks] == ["plforge_0001", "plforge_0002", "plforge_0003"]
     sell = tasks[0]
@@ -98,7 +98,7 @@ def test_malformed_records_name_the_record(tmp_path: Path) -> None:
     bad = tmp_path / "bad.json"
     bad.write_text(json.dumps([{**RECORDS[0], "call": ["BEGIN sell_toy(1, 2); commit; END;"]}]))
     release = write_release(tmp_path / "release")
-    settings = Settings(subsets=("plforge",), data=release, sources={"plforge": bad}, data_cache=tmp_path / "cache")
+    settings = Settings.of(subsets=("plforge",), data=release, sources={"plforge": bad}, data_cache=tmp_path / "cache")
     with pytest.raises(DataError, match=r"bad.json record 1: field 'call' holds Oracle blocks"):
         load(discover()["plforge"], settings)
     bad.write_text("{not json")

@@ -314,7 +314,7 @@ def test_converted_mbpp_tasks_report_the_sha256_of_the_input_they_read(tmp_path:
     ]
     src = tmp_path / "MbppPlus.jsonl"
     src.write_text(json.dumps(rows[0]) + "\n")
-    settings = Settings(subsets=("mbpp-plus",), data_cache=tmp_path / "cache", sources={"mbppplus": src})
+    settings = Settings.of(subsets=("mbpp-plus",), data_cache=tmp_path / "cache", sources={"mbppplus": src})
     manifest = discover()["mbpp-plus"]
 
     def load() -> list[Any]:
@@ -334,17 +334,42 @@ def test_header_carries_the_answers_files_digest(tmp_path: Path) -> None:
         def getoption(self, name: str, default: Any = None) -> Any:
             return default
 
+        def getini(self, name: str) -> Any:
+            return None
+
     digests = []
     for folder, text in [("one", '{"task_id": "a", "answer": "x"}\n'), ("two", '{"task_id": "a", "answer": "y"}\n')]:
         path = tmp_path / folder / "answers.jsonl"
         path.parent.mkdir()
         path.write_text(text)
-        settings = Settings(subsets=("smoke",), answers=path)
+        settings = Settings.of(subsets=("smoke",), answers=path)
         header = ResultsCollector(Config(), settings).header()  # type: ignore[arg-type]
         assert header["model"] == "answers:answers.jsonl"
         digests.append(header["answers_digest"])
     assert digests[0] != digests[1] and all(d.startswith("sha256:") for d in digests)
     assert "answers_digest" in RUN_IDENTITY
+
+
+def test_header_records_every_setting_that_changes_a_score() -> None:
+    """compare refuses runs that differ in these, so each must be written (a missing key reads as equal)."""
+    from pytest_plsqlbench.reporting.compare import SCORING_SETTINGS
+
+    class Config:
+        def __init__(self, keep: bool | None) -> None:
+            self.keep = keep
+
+        def getoption(self, name: str, default: Any = None) -> Any:
+            return self.keep if name == "plsql_keep_constant_tasks" else default
+
+        def getini(self, name: str) -> Any:
+            return False
+
+    settings = Settings.of(subsets=("smoke",), model="reference", task_timeout=42.0, missing="exclude", max_output=77)
+    header = ResultsCollector(Config(True), settings).header()  # type: ignore[arg-type]
+    assert set(SCORING_SETTINGS) <= set(header)
+    assert (header["task_timeout_s"], header["missing"], header["max_output"]) == (42.0, "exclude", 77)
+    assert header["keep_constant_tasks"] is True
+    assert ResultsCollector(Config(None), settings).header()["keep_constant_tasks"] is False  # type: ignore[arg-type]
 
 
 # --------------------------------------------------------------------------- usage
@@ -389,7 +414,7 @@ def test_an_answer_recorded_twice_after_a_worker_crash_counts_once() -> None:
     """The crashed worker reported turn 1's answer; the rerun in a fresh worker reports it again."""
 
     config = SimpleNamespace(stash={})  # no --junitxml
-    collector = ResultsCollector(config, Settings(subsets=("mbpp",)))  # type: ignore[arg-type]
+    collector = ResultsCollector(config, Settings.of(subsets=("mbpp",)))  # type: ignore[arg-type]
     answer = {"turn": 1, "sample": 0, "status": "ok", "source": "model", "cache_key": "k", "usage": GENERATED}
     record = {
         "subset": "mbpp", "task_id": "m1", "node": "m1", "n_turns": 1, "turn": 1, "sample": 0,

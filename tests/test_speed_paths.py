@@ -24,7 +24,7 @@ TIMEOUT = 1.0
 
 @pytest.fixture(scope="module")
 def backend() -> Iterator[PostgresBackend]:
-    b = PostgresBackend(Settings(subsets=(), timeout=TIMEOUT), worker="speedpaths")
+    b = PostgresBackend(Settings.of(subsets=(), timeout=TIMEOUT), worker="speedpaths")
     b.start()
     try:
         yield b

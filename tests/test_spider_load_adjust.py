@@ -138,7 +138,7 @@ def test_another_databases_rows_are_never_loaded(tmp_path: Path, spider_sample: 
     assert f"{OWNER}.DOCUMENTS" not in cat.inserts and cat.table_rows(f"{OWNER}.DOCUMENTS") == 0
     assert len(cat.foreign_rows) == 1 and "cre_Docs_and_Epenses" in cat.foreign_rows[0]
     assert "holds cre_Docs_and_Epenses's rows" in cat.why_no_rows(f"{OWNER}.DOCUMENTS")
-    settings = Settings(subsets=("spider",), dialect="oracle", data=root, data_cache=tmp_path / "cache")
+    settings = Settings.of(subsets=("spider",), dialect="oracle", data=root, data_cache=tmp_path / "cache")
     tasks, notes = load(load_manifest(MANIFEST), settings, root)
     assert notes.foreign_rows == cat.foreign_rows
     assert "cre_Docs_and_Epenses" in notes.tables_without_rows[f"{OWNER}.DOCUMENTS"]
@@ -161,7 +161,7 @@ def test_null_into_a_primary_key_makes_the_database_not_runnable_at_build_time(
         },
     )
     for dialect in ("oracle", "postgres"):
-        settings = Settings(subsets=("spider",), dialect=dialect, data=root, data_cache=tmp_path / "cache")
+        settings = Settings.of(subsets=("spider",), dialect=dialect, data=root, data_cache=tmp_path / "cache")
         tasks, notes = load(load_manifest(MANIFEST), settings, root)
         assert len(tasks) == 22 and all(t.fixtures == () for t in tasks)
         reasons = {t.metadata["not_runnable"] for t in tasks}
@@ -237,7 +237,7 @@ def test_oracle_backend_runs_the_adjusted_spider_fixture_as_its_owner(
     from pytest_plsqlbench.dialects import oracle
 
     fixture = Catalog.spider(spider_sample).oracle_fixture(OWNER)
-    settings = Settings(subsets=(), dialect="oracle", db="dsn", dsn="admin/pw@db:1521/svc")
+    settings = Settings.of(subsets=(), dialect="oracle", db="dsn", dsn="admin/pw@db:1521/svc")
     backend = oracle.OracleBackend(settings, "gw0")
     backend.start()
     backend.ensure_fixtures([fixture])
@@ -270,7 +270,7 @@ def test_oracle_fixture_failure_is_a_data_error_not_retried(
     monkeypatch.setattr(fake.AdminCursor, "execute", execute)
     fixture = Catalog.spider(spider_sample).oracle_fixture(OWNER)
     backend = oracle.OracleBackend(
-        Settings(subsets=(), dialect="oracle", db="dsn", dsn="admin/pw@db/svc"), "gw0"
+        Settings.of(subsets=(), dialect="oracle", db="dsn", dsn="admin/pw@db/svc"), "gw0"
     )
     backend.start()
     with pytest.raises(FixtureError, match="failed to load at script line .*ORA-01400: cannot insert NULL"):

@@ -244,11 +244,11 @@ def test_empty_tables_are_reported(
 def test_validate_subset(spider_release: Path, plsqlbench_sample: Path) -> None:
     from pytest_plsqlbench.spider.validate import validate_subset
 
-    lines, ok = validate_subset(Settings(subsets=(), dialect="postgres", data=spider_release), "spider")
+    lines, ok = validate_subset(Settings.of(subsets=(), dialect="postgres", data=spider_release), "spider")
     assert ok
     assert lines[1:] == [
         "  gold queries transpiled to PostgreSQL: 22 of 22 with their schema (22 of 22 overall)",
         "  gold queries run: 22 of 22 tried (0 return no rows); failed: 0",
     ]
-    lines, ok = validate_subset(Settings(subsets=(), dialect="postgres", data=plsqlbench_sample), "spider")
+    lines, ok = validate_subset(Settings.of(subsets=(), dialect="postgres", data=plsqlbench_sample), "spider")
     assert ok and "22 without their schema in the data" in lines[0]

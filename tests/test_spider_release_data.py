@@ -158,7 +158,7 @@ def test_a_load_that_fails_is_a_data_error_once_per_database(
 
 
 def test_validate_runs_every_gold_query_on_the_releases_database(spider_sample: Path, tmp_path: Path) -> None:
-    settings = Settings(subsets=(), dialect="postgres", data=spider_sample, data_cache=tmp_path / "cache")
+    settings = Settings.of(subsets=(), dialect="postgres", data=spider_sample, data_cache=tmp_path / "cache")
     lines, ok = validate_subset(settings, "spider")
     assert ok, lines
     assert lines[1:] == [

@@ -125,7 +125,7 @@ def test_loaded_tasks_report_the_digest_of_the_data_they_read(tmp_path: Path, pl
     copy = tmp_path / "copy"
     shutil.copytree(plsqlbench_sample, copy)
     manifest = load_manifest(Path(__file__).parent.parent / "tasks" / "spider2-st.yaml")
-    settings = Settings(subsets=("spider2-st",), dialect="oracle", data_cache=tmp_path / "cache")
+    settings = Settings.of(subsets=("spider2-st",), dialect="oracle", data_cache=tmp_path / "cache")
 
     def revisions(root: Path) -> set[str]:
         tasks, _ = load(manifest, settings, root)

@@ -154,7 +154,7 @@ def run_validate(args: argparse.Namespace) -> int:
         raise UsageError("--plsql-db=dsn needs --plsql-dsn")
     if dialect == "oracle" and db == "embedded":
         raise UsageError("there is no embedded Oracle; use --plsql-db=container (Docker) or --plsql-dsn")
-    settings = Settings(subsets=(), dialect=dialect, db=db, dsn=args.plsql_dsn, timeout=args.plsql_timeout)
+    settings = Settings.of(subsets=(), dialect=dialect, db=db, dsn=args.plsql_dsn, timeout=args.plsql_timeout)
     report = replay_validate(tasks, settings, jobs=args.jobs)
     print(report.summary())
     print(f"({dialect}, {report.tests} unit tests, {report.seconds:.0f}s)")
@@ -174,7 +174,7 @@ def _validate_subset(args: argparse.Namespace) -> int:
     known = discover(tuple(args.plsql_tasks or ()))
     dialect = args.plsql_dialect or run_dialect([known[args.subset]] if args.subset in known else [], "postgres")
     db = args.plsql_db or default_db(dialect, args.plsql_dsn)
-    settings = Settings(
+    settings = Settings.of(
         subsets=(args.subset,),
         dialect=dialect,
         db=db,

@@ -354,7 +354,7 @@ class PostgresSession(Session):
         self.backend = backend
         self.conn: psycopg.Connection | None = None
         self.backend_pid: int | None = None
-        self._out = OutputCapture(self.backend.settings.max_output)
+        self._out = OutputCapture(self.backend.settings.database.max_output)
         self._capture = False
         self._in_task = False
         self._broken_isolation = False
@@ -478,7 +478,7 @@ class PostgresSession(Session):
         statements = split(script, "postgres")
         result = Execution()
         savepoint = "plsql_test" if isolated else "plsql_install"
-        self._out = OutputCapture(self.backend.settings.max_output, result.lines)
+        self._out = OutputCapture(self.backend.settings.database.max_output, result.lines)
         t0 = time.monotonic()
         try:
             self._exec(f"SAVEPOINT {savepoint}")
@@ -537,7 +537,7 @@ class PostgresSession(Session):
             # COPY ... STDIN/STDOUT would leave the connection in the COPY sub-protocol.
             return DbError("COPY to or from the client (STDIN/STDOUT) is not supported; use SQL",
                            None, outcomes.INVALID_ARTIFACT, stmt.line)
-        timeout = self.backend.settings.timeout
+        timeout = self.backend.settings.database.timeout
         if self.deadline is not None:
             left = self.deadline - time.monotonic()
             if left <= 0:
@@ -601,7 +601,7 @@ class PostgresSession(Session):
         assert self.conn is not None
         sqlstate = getattr(exc, "sqlstate", None)
         lost = self._lost()
-        timeout = self.backend.settings.timeout
+        timeout = self.backend.settings.database.timeout
         if timed_out or (lost and sqlstate in _ANSWER_FATAL):
             if lost:
                 self._restart_scope()
@@ -696,7 +696,7 @@ class PostgresBackend(Backend):
         return self._version
 
     def start(self) -> None:
-        kind = self.settings.db
+        kind = self.settings.database.kind
         try:
             if kind == "embedded":
                 from .pg_server import EmbeddedServer
@@ -706,8 +706,8 @@ class PostgresBackend(Backend):
             elif kind == "container":
                 self.admin_dsn = self._start_container()
             elif kind == "dsn":
-                assert self.settings.dsn
-                self.admin_dsn = self.settings.dsn
+                assert self.settings.database.dsn
+                self.admin_dsn = self.settings.database.dsn
                 suffix = f"{self.worker}_{secrets.token_hex(3)}".lower()
                 self.dbname = f"plsqlbench_{suffix}"
                 self.role = f"plsqlbench_cand_{suffix}"
@@ -773,7 +773,7 @@ class PostgresBackend(Backend):
         self.db_dsn = _dsn_with(self.admin_dsn, dbname=self.dbname)
         self.admin = self._admin_connect(self.db_dsn)
         role, db = pgsql.Identifier(self.role), pgsql.Identifier(self.dbname)
-        t = self.settings.timeout
+        t = self.settings.database.timeout
         for stmt in (
             pgsql.SQL("REVOKE ALL ON DATABASE {} FROM PUBLIC").format(db),
             pgsql.SQL("GRANT CONNECT, TEMPORARY ON DATABASE {} TO {}").format(db, role),
@@ -788,7 +788,7 @@ class PostgresBackend(Backend):
         ):
             self.admin.execute(stmt)
         self._restrict_candidate()
-        if self.settings.db == "embedded":
+        if self.settings.database.kind == "embedded":
             # A throwaway cluster: no fsync. Commits stay synchronous, so fixtures loaded before
             # the server is killed are still there after its restart.
             for setting in ("fsync = off", "full_page_writes = off"):
@@ -822,7 +822,7 @@ class PostgresBackend(Backend):
         self.setting_reset = "; ".join(f"RESET {name}" for name in (*PINNED_SETTINGS, *limits))
         pins = dict(PINNED_SETTINGS)
         pins["TimeZone"] = str(self.admin.execute("SHOW TimeZone").fetchone()[0])
-        pins["statement_timeout"] = pins["lock_timeout"] = f"{int(self.settings.timeout * 1000)}ms"
+        pins["statement_timeout"] = pins["lock_timeout"] = f"{int(self.settings.database.timeout * 1000)}ms"
         pins["idle_in_transaction_session_timeout"] = "30min"
         if "transaction_timeout" in limits:
             pins["transaction_timeout"] = "0"

@@ -30,6 +30,8 @@ from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any
 
+from ..settings import litellm_environment
+
 log = logging.getLogger(__name__)
 
 #: Environment set before importing litellm (``setdefault``: a user's explicit choice wins).
@@ -56,7 +58,7 @@ def litellm_version() -> str | None:
 
 def runtime_info() -> dict[str, Any]:
     """What a results header records about generation: litellm version and cost-map source."""
-    cost_map = "local" if os.environ.get("LITELLM_LOCAL_MODEL_COST_MAP", "True").lower() == "true" else "remote"
+    cost_map = "local" if litellm_environment().local_cost_map else "remote"
     return {"litellm_version": litellm_version(), "cost_map": cost_map}
 
 
@@ -73,7 +75,7 @@ def load_litellm() -> ModuleType:
 
                 litellm.suppress_debug_info = True
                 litellm.telemetry = False
-                if not os.environ.get("LITELLM_LOG"):
+                if not litellm_environment().log:
                     # Its INFO lines ("Wrapper: Completed Call") would drown ours.
                     logging.getLogger("LiteLLM").setLevel(logging.WARNING)
                 _warm_up(litellm)

@@ -58,14 +58,14 @@ def model_settings(config: pytest.Config) -> Settings | None:
     if state.SETTINGS_KEY not in config.stash:
         return None
     settings = state.get_settings(config)
-    if settings.answers is not None or not is_real_model(settings.model):
+    if settings.answers.file is not None or not is_real_model(settings.model.name):
         return None
     return settings
 
 
 def cache_root(config: pytest.Config, settings: Settings) -> Path:
     """``--plsql-cache`` resolved against the invocation directory (the same on every worker)."""
-    root = settings.cache.expanduser()
+    root = settings.answers.cache.expanduser()
     return root if root.is_absolute() else Path(config.invocation_params.dir) / root
 
 
@@ -83,17 +83,17 @@ def generation(config: pytest.Config, settings: Settings) -> Generation:
     """This process's :class:`Generation`, created on first use."""
     if GENERATION_KEY in config.stash:
         return config.stash[GENERATION_KEY]
-    model = resolve_model(settings.model or "", settings.model_aliases)
+    model = resolve_model(settings.model.name or "", settings.model.aliases)
     cache = AnswerCache(cache_root(config, settings))
 
     def make_client() -> ModelClient:
         return ModelClient(
             model,
-            api_base=settings.api_base,
-            temperature=settings.temperature,
-            max_tokens=settings.max_tokens,
-            timeout=settings.request_timeout,
-            retries=settings.retries,
+            api_base=settings.model.api_base,
+            temperature=settings.model.temperature,
+            max_tokens=settings.model.max_tokens,
+            timeout=settings.model.request_timeout,
+            retries=settings.model.retries,
         )
 
     service = AnswerService(
@@ -101,11 +101,11 @@ def generation(config: pytest.Config, settings: Settings) -> Generation:
         cache=cache,
         run_id=run_id(config),
         client_factory=make_client,
-        temperature=settings.temperature,
-        max_tokens=settings.max_tokens,
-        concurrency=settings.concurrency,
-        cache_only=settings.cache_only,
-        regenerate=settings.regenerate,
+        temperature=settings.model.temperature,
+        max_tokens=settings.model.max_tokens,
+        concurrency=settings.model.concurrency,
+        cache_only=settings.answers.cache_only,
+        regenerate=settings.answers.regenerate,
     )
     gen = Generation(settings=settings, model=model, run_id=service.run_id, cache=cache, service=service)
     config.stash[GENERATION_KEY] = gen
@@ -137,16 +137,16 @@ def pytest_plsql_prefetch(config: pytest.Config, tasks: Sequence[Task]) -> None:
     count = state.worker_count(config)
     index = worker_index(wid)
     prefetcher = Prefetcher(
-        gen.service, tasks, samples=settings.samples, concurrency=settings.concurrency,
-        worker_index=index, worker_count=count, steal=not settings.cache_only,
+        gen.service, tasks, samples=settings.model.samples, concurrency=settings.model.concurrency,
+        worker_index=index, worker_count=count, steal=not settings.answers.cache_only,
     )
     prefetcher.progress = ProgressWriter(
         progress_dir(gen.cache.root, gen.run_id) / f"{wid}.json", wid, prefetcher.own_total,
-        len(tasks) * settings.samples,
+        len(tasks) * settings.model.samples,
     )
     gen.prefetcher = prefetcher.start()
     log.info("%s: prefetching %d of %d tasks with %s (concurrency %d)", wid, prefetcher.own_total,
-             len(tasks) * settings.samples, gen.model, settings.concurrency)
+             len(tasks) * settings.model.samples, gen.model, settings.model.concurrency)
 
 
 def _setup(config: pytest.Config) -> None:
@@ -177,7 +177,7 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     config = session.config
     _setup(config)
     settings = model_settings(config)
-    if settings is None or settings.show_prompt or getattr(config, "workerinput", None) is not None:
+    if settings is None or settings.answers.show_prompt or getattr(config, "workerinput", None) is not None:
         return
     terminal = config.pluginmanager.get_plugin("terminalreporter")
     capman = config.pluginmanager.get_plugin("capturemanager")
@@ -195,7 +195,7 @@ def pytest_sessionstart(session: pytest.Session) -> None:
             terminal.write_line(line)
 
     gen = generation(config, settings)
-    if not config.getoption("collectonly", False) and not settings.cache_only:
+    if not config.getoption("collectonly", False) and not settings.answers.cache_only:
         _preflight(config, settings, gen)
     prune_stale(gen.cache.root)
     gen.reporter = ProgressReporter(progress_dir(gen.cache.root, gen.run_id), write).start()
@@ -211,8 +211,8 @@ def _preflight(config: pytest.Config, settings: Settings, gen: Generation) -> No
         if not t.metadata.get("not_runnable") and not t.metadata.get("interactive")
     ]
     try:
-        preflight(config, gen.service, tasks, name=settings.model or "", model=gen.model,
-                  api_base=settings.api_base, overrides=settings.model_aliases, samples=settings.samples)
+        preflight(config, gen.service, tasks, name=settings.model.name or "", model=gen.model,
+                  api_base=settings.model.api_base, overrides=settings.model.aliases, samples=settings.model.samples)
     except UsageError as exc:
         raise pytest.UsageError(str(exc)) from None
 

@@ -322,9 +322,9 @@ def pytest_plsql_load_subset(
     return load_converted(
         source,
         input_file(manifest, settings),
-        settings.dialect,
+        settings.database.dialect,
         subset=manifest.name,
-        assertions=settings.assertions,
+        assertions=settings.tasks.assertions,
         cache_dir=datasources.data_cache_dir(settings) / "converted",
         timeout=timeout,
         keep_left_out=keep_left_out(config),

@@ -184,7 +184,7 @@ def load(manifest: Manifest, settings: Settings) -> list[Task]:
         raise UsageError(f"{manifest.path}: task folder {folder} does not exist")
     fixture_dirs = (manifest.directory.parent / "fixtures", manifest.directory / "fixtures", fixtures_dir())
     fixture_dirs = tuple(dict.fromkeys(d for d in fixture_dirs if d.is_dir()))
-    tasks = [load_task_file(p, manifest.name, settings.dialect, fixture_dirs) for p in sorted(folder.glob("*.yaml"))]
+    tasks = [load_task_file(p, manifest.name, settings.database.dialect, fixture_dirs) for p in sorted(folder.glob("*.yaml"))]
     seen: dict[str, Path] = {}
     for task, path in zip(tasks, sorted(folder.glob("*.yaml"))):
         if task.id in seen:

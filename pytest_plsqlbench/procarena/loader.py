@@ -131,7 +131,7 @@ def load(manifest: Manifest, settings: Settings) -> list[Task]:
     mode = str(manifest.options.get("mode") or "direct")
     if mode not in ("direct", "interactive"):
         raise UsageError(f"{manifest.path}: options.mode must be 'direct' or 'interactive', not {mode!r}")
-    for spec in load_specs(manifest, settings.dialect):
+    for spec in load_specs(manifest, settings.database.dialect):
         if mode == "interactive" and spec.interactive is None:
             continue  # B2, and any task without an Interactive form (docs/procarena-interactive.md)
         if spec.database not in fixtures:

@@ -106,22 +106,22 @@ def load(manifest: Manifest, settings: Settings) -> list[Task]:
 
     path = resolve(manifest, settings)
     records = read_records(path)
-    spider = discover(settings.task_dirs).get(str(manifest.options.get("databases", "spider")))
+    spider = discover(settings.tasks.dirs).get(str(manifest.options.get("databases", "spider")))
     if spider is None:
         raise UsageError(f"{manifest.path}: options.databases names no known subset manifest (the Spider release)")
     root = resolve(spider, settings)
     catalog = Catalog.spider(root)
-    cache = data_cache_dir(settings) if settings.dialect == "postgres" else None
+    cache = data_cache_dir(settings) if settings.database.dialect == "postgres" else None
     tasks = []
     seen: set[str] = set()
     for n, rec in enumerate(records, 1):
-        text, gold, calls, procedure, tables, task_id = _check(rec, n, path, settings.dialect)
+        text, gold, calls, procedure, tables, task_id = _check(rec, n, path, settings.database.dialect)
         if task_id in seen:
             raise DataError(f"{path} record {n}: id {task_id!r} used twice")
         seen.add(task_id)
         owners = catalog.owners_of_db(rec["database"])
         meta: dict[str, Any] = {"judge": JUDGE, "scenario": "a1", "category": "synthesis", "database": rec["database"],
-                                "dialect": settings.dialect, "procedure": procedure, "tables": tables, "n_calls": len(calls),
+                                "dialect": settings.database.dialect, "procedure": procedure, "tables": tables, "n_calls": len(calls),
                                 "safety_allow": ["write"], "source_record": n}
         fixtures: tuple[Fixture, ...] = ()
         description = ""
@@ -130,22 +130,22 @@ def load(manifest: Manifest, settings: Settings) -> list[Task]:
             schema = rec["database"].lower()
         else:
             owner = owners[0]
-            if settings.dialect == "postgres":
+            if settings.database.dialect == "postgres":
                 fixtures = (catalog.postgres_fixture(owner, cache).fixture,)
                 schema = pg_ident(owner).strip('"')
             else:
                 fixtures = (catalog.oracle_fixture(owner),)
                 schema = owner
             meta["search_path"] = [schema]
-            description = describe_fixture(fixtures[0].script, settings.dialect)
+            description = describe_fixture(fixtures[0].script, settings.database.dialect)
         meta["schema"] = schema
         signature = _signature(gold, procedure)
-        prompt = render(dialect=settings.dialect, requirement=text, database=rec["database"], procedure=procedure,
+        prompt = render(dialect=settings.database.dialect, requirement=text, database=rec["database"], procedure=procedure,
                         signature=signature, description=description or "(schema not available)", schema=None)
         tests = tuple(UnitTest(id=f"call-{k}", kind=KIND, script=c, options={"call": k})
                       for k, c in enumerate(calls, 1))
         tasks.append(Task(
-            id=task_id, subset=manifest.name, dialect=settings.dialect,  # type: ignore[arg-type]
+            id=task_id, subset=manifest.name, dialect=settings.database.dialect,  # type: ignore[arg-type]
             turns=(Turn(1, prompt, tests, reference=gold, source_id=task_id),),
             entry_points=(procedure,), fixtures=fixtures, markers=("procarena", "plforge"), metadata=meta,
         ))

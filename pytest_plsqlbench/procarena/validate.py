@@ -62,7 +62,7 @@ def validate_subset(manifest: Manifest, settings: Settings) -> tuple[list[str], 
             run = backend.judge_cache.get("procarena-gold", {}).get(_gold_key(task))
             raising += sum(1 for c in (run.calls if run else []) if c.error is not None)
         speed = list(backend.judge_cache.get("b2-speed", []))
-    lines = [f"{manifest.name} ({settings.dialect}): {len(tasks)} task(s), "
+    lines = [f"{manifest.name} ({settings.database.dialect}): {len(tasks)} task(s), "
              f"{sum(1 for t in tasks for u in t.turns[0].tests if u.kind != 'procarena-b2')} call(s), {raising} raising under gold; "
              f"{len(problems)} problem(s)"]
     lines += [f"  B2 {line}" for line in speed]

@@ -50,6 +50,8 @@ SCORING_SETTINGS = (
     "keyword",
     "markexpr",
     "missing",
+    "max_output",
+    "keep_constant_tasks",
 )
 
 

@@ -56,7 +56,7 @@ class ResultsCollector:
         self._document: dict[str, Any] | None = None
         #: ``--plsql-answers FILE``: its digest when the run starts (the workers read it then), so
         #: two parts scored from different files of the same name are told apart.
-        self.answers_digest = answers_digest(settings.answers) if settings.answers is not None else None
+        self.answers_digest = answers_digest(settings.answers.file) if settings.answers.file is not None else None
         #: Why the run stopped before running everything it collected (None: it ran to the end).
         self.interrupted: str | None = None
         #: Items pytest collected to run (after -k/-m deselection); None before collection ends.
@@ -67,9 +67,9 @@ class ResultsCollector:
     def pytest_sessionstart(self, session: pytest.Session) -> None:
         """Write the results file now, marked unfinished: a run killed before its end leaves a
         file that says so, never an earlier run's file or none."""
-        if self.settings.results is not None:
+        if self.settings.report.results is not None:
             header = {**self.header(), "interrupted": NOT_FINISHED}
-            write_document(build_document(header, [], self.subset_info([])), self.settings.results)
+            write_document(build_document(header, [], self.subset_info([])), self.settings.report.results)
 
     def pytest_keyboard_interrupt(self, excinfo: pytest.ExceptionInfo[BaseException]) -> None:
         # Ctrl-C, an xdist stop (-x/--maxfail under -n, a worker interrupted), or pytest.exit().
@@ -180,7 +180,7 @@ class ResultsCollector:
     def subset_info(self, tasks: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
         """Per-subset facts the report needs later without the manifests: paper mapping, metric family."""
         out = {}
-        for subset in dict.fromkeys([*self.settings.subsets, *(t["subset"] for t in tasks)]):
+        for subset in dict.fromkeys([*self.settings.tasks.subsets, *(t["subset"] for t in tasks)]):
             manifest = self.manifests.get(subset)
             out[subset] = {
                 "paper": dict(manifest.paper) if manifest is not None else {},
@@ -191,25 +191,32 @@ class ResultsCollector:
 
     def header(self, tasks: Sequence[Mapping[str, Any]] = ()) -> dict[str, Any]:
         s = self.settings
+        from ..loaders.mbpp import keep_left_out
+
         header = {
             "plugin_version": __version__,
             "python": platform.python_version(),
-            "dialect": s.dialect,
-            "database": s.db,
+            "dialect": s.database.dialect,
+            "database": s.database.kind,
             "database_version": self.env.get("db_version"),
             "model": s.answer_source,
-            "temperature": s.temperature,
-            "max_tokens": s.max_tokens,
-            "samples": s.samples,
-            "assertions": s.assertions,
-            "timeout_s": s.timeout,
-            "safety": s.safety,
-            "shard": f"{s.shard[0]}/{s.shard[1]}" if s.shard else None,
+            "temperature": s.model.temperature,
+            "max_tokens": s.model.max_tokens,
+            "samples": s.model.samples,
+            "assertions": s.tasks.assertions,
+            "timeout_s": s.database.timeout,
+            "task_timeout_s": s.database.task_timeout,
+            "max_output": s.database.max_output,
+            "missing": s.answers.missing,
+            "safety": s.database.safety,
+            "shard": f"{s.tasks.shard[0]}/{s.tasks.shard[1]}" if s.tasks.shard else None,
             "keyword": self.config.getoption("keyword", "") or None,
             "markexpr": self.config.getoption("markexpr", "") or None,
-            "subsets": list(s.subsets),
+            "subsets": list(s.tasks.subsets),
+            # Converted MBPP tasks one constant passes are left out unless this is true.
+            "keep_constant_tasks": keep_left_out(self.config),
             "data_revisions": data_revisions(s, tasks, self.manifests),
-            **({"answers_digest": self.answers_digest} if s.answers is not None else {}),
+            **({"answers_digest": self.answers_digest} if s.answers.file is not None else {}),
             "started": self.started.isoformat(timespec="seconds"),
             "finished": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
             "interrupted": self.interrupted,
@@ -219,13 +226,13 @@ class ResultsCollector:
         from ..generation.prompts import system_prompt
 
         try:  # the same for every task of the dialect; each task keeps its own user messages
-            header["system_prompt"] = system_prompt(s.dialect)
+            header["system_prompt"] = system_prompt(s.database.dialect)
         except ValueError:
             header["system_prompt"] = None
 
-        if s.answers is None and is_real_model(s.model):
+        if s.answers.file is None and is_real_model(s.model.name):
             # Which model an alias meant, and whose cost data priced it (litellm's bundled map).
-            header["model_resolved"] = resolve_model(str(s.model), s.model_aliases)
+            header["model_resolved"] = resolve_model(str(s.model.name), s.model.aliases)
             header.update(runtime_info())
         return header
 

@@ -262,7 +262,7 @@ def data_revisions(
             reported.setdefault(task["subset"], str(rev))
     manifests = manifests if manifests is not None else {}
     out = {}
-    for subset in dict.fromkeys([*settings.subsets, *reported]):
+    for subset in dict.fromkeys([*settings.tasks.subsets, *reported]):
         if subset in reported:
             out[subset] = reported[subset]
         elif subset in manifests:

@@ -153,7 +153,7 @@ class _Schema:
         self.settings = settings
         self.notes = notes
         self.prompt_scope = prompt_scope
-        self.cache = data_cache_dir(settings) if settings.dialect == "postgres" else None
+        self.cache = data_cache_dir(settings) if settings.database.dialect == "postgres" else None
 
     def _adjust(self, owner: str) -> list[str]:
         """Note the owner's load adjustments once; return why it cannot load, if so."""
@@ -200,7 +200,7 @@ class _Schema:
                 self.notes.tables_without_rows.setdefault(t.upper(), self.catalog.why_no_rows(t))
         fixtures = []
         for owner in owners:
-            if self.settings.dialect == "oracle":
+            if self.settings.database.dialect == "oracle":
                 fixtures.append(self.catalog.oracle_fixture(owner))
             else:
                 pg = self.catalog.postgres_fixture(owner, self.cache)
@@ -213,7 +213,7 @@ class _Schema:
             if self.prompt_scope == "tables" or not tables
             else [t.key for o in owners for t in self.catalog.owner_tables(o)]
         )
-        ddl = self.catalog.ddl_text(keys, self.settings.dialect)
+        ddl = self.catalog.ddl_text(keys, self.settings.database.dialect)
         return tuple(fixtures), ddl or None, meta
 
 
@@ -268,7 +268,7 @@ def _spider(manifest: Manifest, settings: Settings, root: Path, schema: _Schema)
         gold_sql = gold.strip().rstrip(";")
         prompt = question
         meta.update({"db_id": db_id, "tables": tables, "instance_id": iid})
-        if settings.dialect == "postgres":
+        if settings.database.dialect == "postgres":
             prompt = postgres_prompt(question)
             try:
                 gold_sql = to_postgres(gold)
@@ -292,7 +292,7 @@ def _spider(manifest: Manifest, settings: Settings, root: Path, schema: _Schema)
             Task(
                 id=iid,
                 subset=manifest.name,
-                dialect=settings.dialect,  # type: ignore[arg-type]
+                dialect=settings.database.dialect,  # type: ignore[arg-type]
                 turns=(Turn(1, prompt.rstrip() + "\n", (test,), reference, source_id=iid),),
                 fixtures=fixtures,
                 schema_ddl=ddl,
@@ -336,7 +336,7 @@ def _spider2_st(manifest: Manifest, settings: Settings, root: Path, schema: _Sch
             Task(
                 id=iid,
                 subset=manifest.name,
-                dialect=settings.dialect,  # type: ignore[arg-type]
+                dialect=settings.database.dialect,  # type: ignore[arg-type]
                 turns=(Turn(1, question.rstrip() + "\n", _tests(row, rec.where), reference, source_id=iid),),
                 entry_points=_entry_points(reference),
                 fixtures=fixtures,
@@ -427,7 +427,7 @@ def _spider2_mt(
             Task(
                 id=cid,
                 subset=manifest.name,
-                dialect=settings.dialect,  # type: ignore[arg-type]
+                dialect=settings.database.dialect,  # type: ignore[arg-type]
                 turns=tuple(turns),
                 entry_points=entry_points,
                 fixtures=fixtures,

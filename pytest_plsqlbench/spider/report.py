@@ -78,7 +78,7 @@ class SpiderReport:
         }
         test = item.test
         if (
-            self.settings.model == "reference"
+            self.settings.model.name == "reference"
             and test.kind == "rows"
             and not outcome.passed
             and outcome.failure_class == outcomes.WRONG_OUTPUT
@@ -122,7 +122,7 @@ class SpiderReport:
                     ids.append(r["task_id"])
             ran = {r["task_id"] for r in recs}
             entry: dict[str, Any] = {
-                "dialect": self.settings.dialect,
+                "dialect": self.settings.database.dialect,
                 "data": str(notes.root),
                 "data_revision": tasks[0].metadata.get("data_revision") if tasks else None,
                 "ddl_files": notes.ddl_files,
@@ -165,7 +165,7 @@ class SpiderReport:
             gold = [t for t in tasks if "gold_transpiled" in t.metadata]
             if gold:
                 entry["gold_transpiled"] = sum(1 for t in gold if t.metadata["gold_transpiled"])
-            if self.settings.model == "reference" and recs:
+            if self.settings.model.name == "reference" and recs:
                 entry["references"] = self._reference_counts(recs)
             out[subset] = entry
         return out

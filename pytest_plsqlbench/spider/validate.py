@@ -27,11 +27,11 @@ SHOW = 20
 def validate_subset(settings: Settings, subset_name: str) -> tuple[list[str], bool]:
     """Report lines and whether every gold query with its schema present transpiles and runs.
 
-    Needs a database for ``settings.dialect`` (the embedded PostgreSQL by default); raises
+    Needs a database for ``settings.database.dialect`` (the embedded PostgreSQL by default); raises
     :class:`~pytest_plsqlbench.errors.UsageError` for unknown subsets and
     :class:`~pytest_plsqlbench.errors.InfrastructureError` when no database can be had.
     """
-    manifests = discover(settings.task_dirs)
+    manifests = discover(settings.tasks.dirs)
     manifest = manifests.get(subset_name)
     if manifest is None:
         raise UsageError(f"unknown subset {subset_name!r}; known subsets: {', '.join(sorted(manifests))}")
@@ -39,16 +39,16 @@ def validate_subset(settings: Settings, subset_name: str) -> tuple[list[str], bo
         raise UsageError(
             f"subset {subset_name!r} is not a schema-grounded PLSQLBench subset (loader {manifest.loader!r})"
         )
-    if settings.dialect not in manifest.dialects:
+    if settings.database.dialect not in manifest.dialects:
         raise UsageError(
             f"subset {subset_name!r} exists only for {', '.join(manifest.dialects)}, "
-            f"not for --plsql-dialect={settings.dialect}"
+            f"not for --plsql-dialect={settings.database.dialect}"
         )
     root = resolve(manifest, settings)
     tasks, notes = build.load(manifest, settings, root)
     absent = [t for t in tasks if t.metadata.get("schema") == "absent"]
     lines = [
-        f"{subset_name} ({settings.dialect}, data {root}): {len(tasks)} task(s); "
+        f"{subset_name} ({settings.database.dialect}, data {root}): {len(tasks)} task(s); "
         f"{len(absent)} without their schema in the data"
     ]
     if manifest.loader != "spider":
@@ -85,7 +85,7 @@ def validate_subset(settings: Settings, subset_name: str) -> tuple[list[str], bo
                     failures.append(f"{task.id}: {result.error.short()}")
                     errors[result.error.code or result.error.failure_class] += 1
     with_schema = len(tasks) - len(absent)
-    if settings.dialect == "postgres":
+    if settings.database.dialect == "postgres":
         lines.append(
             f"  gold queries transpiled to PostgreSQL: {with_schema - sum(1 for t in untranspiled if t not in absent)}"
             f" of {with_schema} with their schema ({len(tasks) - len(untranspiled)} of {len(tasks)} overall)"

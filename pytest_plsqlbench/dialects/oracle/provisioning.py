@@ -68,16 +68,16 @@ class OracleBackend(FixtureLoading, DatabaseLocks, Backend):
 
     def start(self) -> None:
         _driver()
-        if self.settings.db == "container":
+        if self.settings.database.kind == "container":
             self.admin_dsn = self._start_container()
-        elif self.settings.db == "dsn":
-            dsn = self.settings.dsn or oracle_environment().dsn
+        elif self.settings.database.kind == "dsn":
+            dsn = self.settings.database.dsn or oracle_environment().dsn
             if not dsn:
                 raise UsageError("--plsql-db=dsn needs --plsql-dsn (or PLSQL_ORACLE_DSN)")
             self.admin_dsn = parse_dsn(dsn)
         else:
             raise UsageError(
-                f"--plsql-db={self.settings.db} is not available for oracle; use container or dsn"
+                f"--plsql-db={self.settings.database.kind} is not available for oracle; use container or dsn"
             )
         self.connect_string = self.admin_dsn.dsn
         self.connect_params = dict(self.admin_dsn.params)

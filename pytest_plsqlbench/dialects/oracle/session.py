@@ -91,7 +91,7 @@ class OracleSession(Session):
         self.sid: tuple[int, int] | None = None
         self._nls: dict[str, str] = {}
         self._task_baseline: Snapshot | None = None
-        self._out = OutputCapture(self.backend.settings.max_output)
+        self._out = OutputCapture(self.backend.settings.database.max_output)
         self.connect()
 
     # ----------------------------------------------------------------- connection
@@ -108,7 +108,7 @@ class OracleSession(Session):
         except oracledb.Error as exc:
             raise InfrastructureError(f"cannot connect as the candidate user: {_codes_of(exc)[1]}") from exc
         conn.outputtypehandler = _output_handler
-        conn.call_timeout = int(self.backend.settings.timeout * 1000)
+        conn.call_timeout = int(self.backend.settings.database.timeout * 1000)
         self.conn = conn
         with conn.cursor() as cur:
             cur.callproc("dbms_output.enable", [None])
@@ -266,7 +266,7 @@ class OracleSession(Session):
         if not self.healthy():
             raise InfrastructureError("the candidate connection is closed")
         result = Execution()
-        self._out = OutputCapture(self.backend.settings.max_output, result.lines)
+        self._out = OutputCapture(self.backend.settings.database.max_output, result.lines)
         statements = split(script, "oracle")
         t0 = time.monotonic()
         before = self.snapshot() if isolated or phase == "install" else None
@@ -335,7 +335,7 @@ class OracleSession(Session):
             if set(codes) & TIMEOUT_CODES:
                 self._after_timeout()
                 return DbError(
-                    f"statement ran longer than {self.backend.settings.timeout:g}s and was cancelled",
+                    f"statement ran longer than {self.backend.settings.database.timeout:g}s and was cancelled",
                     codes[0],
                     outcomes.TIMEOUT,
                     stmt.line,

@@ -108,19 +108,19 @@ def pytest_plsql_episode(config: pytest.Config, task: Task, sample: int) -> Epis
     if not is_interactive(task) or SETTINGS_KEY not in config.stash:
         return None
     settings = get_settings(config)
-    if settings.answers is not None:
+    if settings.answers.file is not None:
         return None
     options = read_options(config)
     from ..loader import spec_of
 
     spec = spec_of(task)
     ledger = spec.interactive.ledger if spec.interactive else ()
-    if settings.model == "reference":
+    if settings.model.name == "reference":
         record = reference_record(task, options.protocol, len(ledger))
         return Episode.of(task, [answer_of(record, source="reference", cached=False)], sample)
     from ...generation.models import is_real_model
 
-    if not is_real_model(settings.model):
+    if not is_real_model(settings.model.name):
         return None
     return solver_episode(config, settings, task, sample, options, spec)
 
@@ -135,13 +135,13 @@ def episode_store(config: pytest.Config, settings: Any, task: Task, sample: int,
     ledger = spec.interactive.ledger if spec.interactive else ()
     key = episode_key({
         "task": [task.subset, task.id, task.turns[0].prompt, [dataclasses.astuple(e) for e in ledger], spec.behaviour],
-        "solver": [gen.model, settings.temperature, settings.max_tokens],
+        "solver": [gen.model, settings.model.temperature, settings.model.max_tokens],
         "simulator": {"kind": options.simulator, "model": options.simulator_model},
         "protocol": options.protocol.key(), "sample": sample,
     })
     cache = EpisodeCache(gen.cache.root)
     return Stored(cache, cache.path(key, solver=gen.model, subset=task.subset, task_id=task.id, sample=sample), key,
-                  cache_only=settings.cache_only)
+                  cache_only=settings.answers.cache_only)
 
 
 @pytest.hookimpl(trylast=True)
@@ -159,8 +159,8 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     if SETTINGS_KEY not in config.stash or getattr(config, "workerinput", None) is not None:
         return
     settings = get_settings(config)
-    if (settings.answers is not None or settings.cache_only or settings.show_prompt
-            or not is_real_model(settings.model) or config.getoption("collectonly", False)):
+    if (settings.answers.file is not None or settings.answers.cache_only or settings.answers.show_prompt
+            or not is_real_model(settings.model.name) or config.getoption("collectonly", False)):
         return
     tasks = [t for _, ts in config.stash.get(TASKS_KEY, {}).values() for t in ts
              if is_interactive(t) and not t.metadata.get("not_runnable")]
@@ -170,16 +170,16 @@ def pytest_sessionstart(session: pytest.Session) -> None:
 
     options = read_options(config)
     if all(episode_store(config, settings, t, s, options, spec_of(t)).read() is not None
-           for t in tasks for s in range(settings.samples)):
+           for t in tasks for s in range(settings.model.samples)):
         return
     gen = generation(config, settings)
     try:
-        check_model(settings.model or "", gen.model, settings.api_base, settings.model_aliases)
+        check_model(settings.model.name or "", gen.model, settings.model.api_base, settings.model.aliases)
     except UsageError as exc:
         raise pytest.UsageError(str(exc)) from None
     if options.simulator_model:
         try:
-            check_model(options.simulator_model, options.simulator_model, settings.api_base)
+            check_model(options.simulator_model, options.simulator_model, settings.model.api_base)
         except UsageError as exc:
             raise pytest.UsageError(str(exc).replace("--plsql-model=", "--plsql-simulator-model=", 1)) from None
 
@@ -207,8 +207,8 @@ def solver_episode(config: pytest.Config, settings: Any, task: Task, sample: int
 
     if options.simulator == "model":
         assert options.simulator_model is not None
-        sim_client = ModelClient(options.simulator_model, api_base=settings.api_base, temperature=0.0,
-                                 max_tokens=1024, timeout=settings.request_timeout, retries=settings.retries)
+        sim_client = ModelClient(options.simulator_model, api_base=settings.model.api_base, temperature=0.0,
+                                 max_tokens=1024, timeout=settings.model.request_timeout, retries=settings.model.retries)
 
         def complete(messages: list[dict[str, str]]) -> tuple[str, Mapping[str, Any]]:
             with service.slot(count=False):
