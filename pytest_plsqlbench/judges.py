@@ -126,7 +126,8 @@ class AssertJudge(Judge):
 
 
 class OutputJudge(Judge):
-    """Captured output lines equal ``expected``."""
+    """Captured output lines equal ``expected`` (subclasses change where expected lines come from
+    and how they compare)."""
 
     kind = "output"
 
@@ -134,18 +135,24 @@ class OutputJudge(Judge):
         if test.expected is None:
             raise ValueError(f"unit test {test.id!r}: kind 'output' needs 'expected'")
 
+    def expected_lines(self, ctx: JudgeContext, turn: int, test: UnitTest) -> list[str]:
+        return list(test.expected or ())
+
+    def compare(self, expected: list[str], actual: list[str], test: UnitTest) -> tuple[bool, str]:
+        return compare_output(expected, actual)
+
     def judge(self, ctx: JudgeContext, turn: int, test: UnitTest, execution: Execution) -> TestOutcome:
         actual = list(execution.lines)
         if execution.error is not None:
             return _error_outcome(turn, test, execution, actual)
-        expected = list(test.expected or ())
-        ok, why = compare_output(expected, actual)
+        expected = self.expected_lines(ctx, turn, test)
+        ok, why = self.compare(expected, actual, test)
         if ok:
             return TestOutcome(turn, test.id, True, expected=expected, actual=actual)
         return TestOutcome(turn, test.id, False, outcomes.WRONG_OUTPUT, why, expected, actual)
 
 
-class RowsJudge(Judge):
+class RowsJudge(OutputJudge):
     """Output lines equal the gold rows (given, or the gold SQL's result), up to column order."""
 
     kind = "rows"
@@ -175,15 +182,11 @@ class RowsJudge(Judge):
         finally:
             session.end_task()
 
-    def judge(self, ctx: JudgeContext, turn: int, test: UnitTest, execution: Execution) -> TestOutcome:
-        actual = list(execution.lines)
-        if execution.error is not None:
-            return _error_outcome(turn, test, execution, actual)
-        expected = list(test.expected) if test.expected is not None else ctx.expected[(turn, test.id)]
-        ok, why = compare_rows(expected, actual, test.options)
-        if ok:
-            return TestOutcome(turn, test.id, True, expected=expected, actual=actual)
-        return TestOutcome(turn, test.id, False, outcomes.WRONG_OUTPUT, why, expected, actual)
+    def expected_lines(self, ctx: JudgeContext, turn: int, test: UnitTest) -> list[str]:
+        return list(test.expected) if test.expected is not None else list(ctx.expected[(turn, test.id)])
+
+    def compare(self, expected: list[str], actual: list[str], test: UnitTest) -> tuple[bool, str]:
+        return compare_rows(expected, actual, test.options)
 
 
 class ReferenceJudge(Judge):
