@@ -96,7 +96,7 @@ def primary_code(codes: Sequence[str]) -> str | None:
 
 def is_assertion(code: str | None) -> bool:
     """ORA-20000..ORA-20999: RAISE_APPLICATION_ERROR, what test assertions raise."""
-    return bool(code) and code.startswith("ORA-20") and len(code) == 9 and code[4:].isdigit()
+    return code is not None and code.startswith("ORA-20") and len(code) == 9 and code[4:].isdigit()
 
 
 def classify(codes: Sequence[str], phase: Phase) -> str:

@@ -8,9 +8,10 @@ to the candidate's own schema and become part of its baseline.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import re
-from typing import Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 
 from ...errors import FixtureError, InfrastructureError, UsageError
 from ...scripts import Statement, split
@@ -74,6 +75,23 @@ def partition_fixture(script: str) -> tuple[list[str], list[tuple[str | None, St
 class FixtureLoading:
     """The backend's fixture loading (mixed into :class:`~.provisioning.OracleBackend`)."""
 
+    if TYPE_CHECKING:  # what it uses of the backend it is mixed into
+        from .dsn import OracleDsn
+
+        admin: Any
+        admin_dsn: OracleDsn | None
+        candidate: str
+        tablespace: str
+        _candidate_statements: list[Statement]
+        _baseline: Any
+
+        def _admin_sql(
+            self, text: str, params: Sequence[Any] | Mapping[str, Any] = (), ignore: Iterable[str] = ()
+        ) -> list[tuple[Any, ...]]: ...
+        def _drop_user(self, name: str) -> None: ...
+        def _lock_conn_sql(self, text: str, params: Sequence[Any] = ()) -> None: ...
+        def _database_lock(self, key: str) -> contextlib._GeneratorContextManager[str | None]: ...
+
     # ----------------------------------------------------------------- fixtures
     def _load(self, fixture: Fixture) -> None:
         owners, owned, candidate = partition_fixture(fixture.script)
@@ -134,8 +152,8 @@ class FixtureLoading:
                 f"QUOTA UNLIMITED ON {ts}"
             )
         by_owner: dict[str, list[Statement]] = {}
-        for owner, stmt in owned:
-            by_owner.setdefault(owner or owners[0], []).append(stmt)
+        for holder, stmt in owned:
+            by_owner.setdefault(holder or owners[0], []).append(stmt)
         log.info("loading fixture %s into %s", fixture.key, ", ".join(owners))
         for owner in owners:
             self._run_as(owner, by_owner.get(owner, []), fixture.key)

@@ -7,7 +7,7 @@ A row lock in the registry table is held by a connection of its own, so the load
 from __future__ import annotations
 
 import contextlib
-from typing import Any, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Iterator, Sequence
 
 from ...errors import InfrastructureError
 from .errors import _codes_of, _driver
@@ -18,6 +18,11 @@ LOCK_WAIT_S = 1800
 
 class DatabaseLocks:
     """The backend's cross-worker fixture lock (mixed into :class:`~.provisioning.OracleBackend`)."""
+
+    _lock_conn: Any
+
+    if TYPE_CHECKING:  # what it uses of the backend it is mixed into
+        def _admin_connect(self) -> Any: ...
 
     @contextlib.contextmanager
     def _database_lock(self, key: str) -> Iterator[str | None]:

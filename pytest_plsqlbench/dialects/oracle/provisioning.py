@@ -234,7 +234,7 @@ class OracleBackend(FixtureLoading, DatabaseLocks, Backend):
             log.warning("could not end session %s,%s: %s", sid, serial, exc)
 
 
-    def baseline_snapshot(self, session: OracleSession) -> Snapshot:
+    def baseline_snapshot(self, session: OracleSession) -> Snapshot:  # type: ignore[override]  # only its own sessions
         """The candidate schema as fixtures left it (taken once after the last fixture load)."""
         if self._baseline is None:
             self._baseline = session.snapshot()
