@@ -303,10 +303,12 @@ def test_an_answer_that_does_not_install_is_timed_without_calls() -> None:
 
 
 def test_a_failed_drop_of_the_copies_still_puts_the_fixture_back() -> None:
-    backend = _backend(fail_drop=True)
+    backend = _backend()
     with pytest.raises(InfrastructureError, match="resource busy"):
         with _bench(backend) as bench:
             bench.run("gold")
+            backend.fail_drop = True
+            backend.events.clear()
     admin = _admin(backend.events)
     drop = admin.index(orr.drop_statement(OWNER, "LOCATIONS", orr.SCALED_PREFIX))
     assert admin[drop + 1:drop + 1 + len(RESTORE_CLEAN)] == RESTORE_CLEAN
