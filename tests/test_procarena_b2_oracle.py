@@ -294,6 +294,17 @@ def test_a_call_past_the_timeout_stops_the_contender_and_restores() -> None:
         f"admin {s}" for s in RESTORE_SCALED]
 
 
+def test_scaling_inserts_in_batches(monkeypatch: pytest.MonkeyPatch) -> None:
+    from pytest_plsqlbench.procarena.perf import oracle
+
+    monkeypatch.setattr(oracle, "BATCH", 3)
+    backend = _backend()
+    with OraBench(backend, "warehouse", CALLS, 8, {"warehouse.locations": 2}):
+        pass
+    assert [len(rows) for _, rows in backend.rows] == [3, 3, 1]  # ITEMS: 7 new rows, 3 at a time
+    assert len({r[0] for _, rows in backend.rows for r in rows}) == 7  # fresh keys
+
+
 def test_an_answer_that_does_not_install_is_timed_without_calls() -> None:
     backend = _backend()
     with _bench(backend) as bench:
@@ -404,7 +415,7 @@ def test_oracle_reference_work_ratio_is_exactly_one(tmp_path: Path) -> None:
         [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--subset", "procarena-sample",
          "--plsql-dialect=oracle", f"--plsql-dsn={os.environ['PLSQL_ORACLE_DSN']}", "--plsql-model=reference",
          "-m", "scenario_b2", "--plsql-b2-repeats=2", "--plsql-timeout=300", "-n", "0", f"--plsql-results={out}"],
-        cwd=REPO, capture_output=True, text=True, timeout=3600, check=False,
+        cwd=tmp_path, capture_output=True, text=True, timeout=3600, check=False,
     )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
     doc = json.loads(out.read_text())

@@ -41,6 +41,8 @@ log = logging.getLogger(__name__)
 
 #: Ignored when the admin reads V$SESSTAT: no such view for it, or no privilege (then no rows).
 _NO_ACCESS = ("ORA-00942", "ORA-01031")
+#: Rows per executemany when scaling.
+BATCH = 5000
 #: Session settings of every run (before the counter's first read, so they are not counted).
 RUN_SETTINGS = ("ALTER SESSION DISABLE PARALLEL QUERY", "ALTER SESSION DISABLE PARALLEL DML")
 
@@ -77,7 +79,8 @@ class OraBench:
 
         try:
             with self.backend.admin.cursor() as cur:
-                cur.executemany(text, rows)
+                for start in range(0, len(rows), BATCH):
+                    cur.executemany(text, rows[start:start + BATCH])
         except Exception as exc:  # noqa: BLE001 - the driver's error, with the statement
             raise InfrastructureError(f"B2 scaling failed: {str(exc).strip()} (while running: {text[:80]})") from exc
 
