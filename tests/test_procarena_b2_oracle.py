@@ -12,9 +12,10 @@ import os
 import subprocess
 import sys
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 
@@ -23,7 +24,7 @@ from pytest_plsqlbench.dialects.base import DbError, Execution
 from pytest_plsqlbench.errors import InfrastructureError
 from pytest_plsqlbench.procarena import oracle_restore as orr
 from pytest_plsqlbench.procarena import state as st
-from pytest_plsqlbench.procarena.perf import timing, work
+from pytest_plsqlbench.procarena.perf import timing
 from pytest_plsqlbench.procarena.perf.oracle import OraBench
 
 REPO = Path(__file__).resolve().parent.parent
@@ -113,6 +114,12 @@ class FakeBackend:
 
     def session(self) -> FakeSession:
         return self._session
+
+    def ensure_fixtures(self, fixtures: Any) -> None:
+        self.events.append("ensure_fixtures")
+
+    def allow_writes(self, schemas: list) -> None:
+        self.events.append(f"allow_writes {schemas}")
 
     @contextlib.contextmanager
     def _cursor(self) -> Iterator[Any]:
@@ -265,11 +272,10 @@ def test_work_is_the_delta_around_the_calls_only() -> None:
 
 def test_a_run_that_raises_still_restores_the_scaled_rows_and_the_fixture() -> None:
     backend = _backend()
-    with pytest.raises(InfrastructureError, match="connection lost"):
-        with _bench(backend) as bench:
-            bench.run("gold")
-            backend.events.clear()
-            bench.run("boom")
+    with pytest.raises(InfrastructureError, match="connection lost"), _bench(backend) as bench:
+        bench.run("gold")
+        backend.events.clear()
+        bench.run("boom")
     run = backend.events
     end = run.index("end_task")
     assert run[end + 1:end + 1 + len(RESTORE_SCALED)] == [f"admin {s}" for s in RESTORE_SCALED]
@@ -315,11 +321,10 @@ def test_an_answer_that_does_not_install_is_timed_without_calls() -> None:
 
 def test_a_failed_drop_of_the_copies_still_puts_the_fixture_back() -> None:
     backend = _backend()
-    with pytest.raises(InfrastructureError, match="resource busy"):
-        with _bench(backend) as bench:
-            bench.run("gold")
-            backend.fail_drop = True
-            backend.events.clear()
+    with pytest.raises(InfrastructureError, match="resource busy"), _bench(backend) as bench:
+        bench.run("gold")
+        backend.fail_drop = True
+        backend.events.clear()
     admin = _admin(backend.events)
     drop = admin.index(orr.drop_statement(OWNER, "LOCATIONS", orr.SCALED_PREFIX))
     assert admin[drop + 1:drop + 1 + len(RESTORE_CLEAN)] == RESTORE_CLEAN
@@ -327,9 +332,8 @@ def test_a_failed_drop_of_the_copies_still_puts_the_fixture_back() -> None:
 
 def test_scaling_failure_puts_the_fixture_back() -> None:
     backend = _backend(fail_insert=True)
-    with pytest.raises(InfrastructureError, match="B2 scaling failed"):
-        with _bench(backend):
-            pytest.fail("the bench must not open")
+    with pytest.raises(InfrastructureError, match="B2 scaling failed"), _bench(backend):
+        pytest.fail("the bench must not open")
     admin = _admin(backend.events)
     n = len(RESTORE_CLEAN)
     assert admin[:n] == RESTORE_CLEAN and admin[n].startswith('INSERT INTO "WAREHOUSE"."LOCATIONS"')
@@ -358,9 +362,8 @@ def test_counter_falls_back_to_the_admins_view_of_the_session() -> None:
 
 def test_no_access_to_session_statistics_is_not_measured_with_the_grants() -> None:
     backend = _backend(mystat=False, sesstat=False)
-    with pytest.raises(timing.NotMeasured) as info:
-        with _bench(backend):
-            pytest.fail("the bench must not open")
+    with pytest.raises(timing.NotMeasured) as info, _bench(backend):
+        pytest.fail("the bench must not open")
     msg = str(info.value)
     assert "GRANT SELECT ON SYS.V_$SESSTAT TO SYSTEM" in msg and "GRANT SELECT ON SYS.V_$STATNAME" in msg
     assert "GRANT SELECT ON SYS.V_$MYSTAT TO PUBLIC" in msg and "ORA-00942" in msg
@@ -383,6 +386,32 @@ def test_perf_judge_on_oracle_measures_or_says_not_measured() -> None:
     ctx = SimpleNamespace(backend=_backend(mystat=False, sesstat=False))
     rec = PerfJudge()._measure(ctx, spec, "cand")  # type: ignore[arg-type]
     assert rec["admitted"] and rec["acceleration"] is None and "GRANT SELECT ON SYS.V_$SESSTAT" in rec["why"]
+
+
+def test_validate_times_gold_and_the_degraded_input_on_oracle() -> None:
+    from pytest_plsqlbench.procarena.perf.validate import check_speed
+
+    task = SimpleNamespace(id="oracle_b2_000", fixtures=())
+
+    def spec(degraded: str) -> Any:
+        b2 = SimpleNamespace(degraded=degraded, scale_rows=4, scale={})
+        return SimpleNamespace(gold="gold", calls=CALLS, schema="warehouse", b2=b2)
+
+    backend = _backend()
+    line, problems = check_speed(backend, task, spec("slow"), repeats=1)
+    assert "work 6 vs 100 scans" in line and "at 8 rows" in line
+    assert "does not leave gold's state" in " ".join(problems)  # the stand-in's slow call raises
+    assert not any("no more work" in p for p in problems)
+    assert f"lock procarena-run:{OWNER}" in backend.events  # outside a task run: validate holds the schema
+    _, problems = check_speed(_backend(), task, spec("gold"), repeats=1)
+    assert any("does no more work than gold (6 vs 6 scans)" in p for p in problems)
+    line, problems = check_speed(_backend(), task, spec("late"), repeats=1)
+    assert "speed not checked (baseline ran past the statement timeout)" in line
+    assert problems == ["oracle_b2_000: baseline ran past the statement timeout at the task's scale "
+                        "(raise --plsql-timeout, or a smaller b2.scale_rows)"]
+    line, problems = check_speed(_backend(mystat=False, sesstat=False), task, spec("slow"), repeats=1)
+    assert line.startswith("oracle_b2_000: speed not checked (oracle: the work counter cannot read")
+    assert "GRANT SELECT ON SYS.V_$SESSTAT TO SYSTEM" in line and problems == []
 
 
 def test_bench_for_picks_the_dialects_bench() -> None:

@@ -81,7 +81,7 @@ class OraBench:
             with self.backend.admin.cursor() as cur:
                 for start in range(0, len(rows), BATCH):
                     cur.executemany(text, rows[start:start + BATCH])
-        except Exception as exc:  # noqa: BLE001 - the driver's error, with the statement
+        except Exception as exc:  # the driver's error, with the statement
             raise InfrastructureError(f"B2 scaling failed: {str(exc).strip()} (while running: {text[:80]})") from exc
 
     # ----------------------------------------------------------------- scope

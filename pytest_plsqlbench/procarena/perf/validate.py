@@ -35,9 +35,10 @@ def check_speed(backend: Any, task: Any, spec: Any, repeats: int = REPEATS) -> t
     gold, slow = got[timing.GOLD], got[timing.BASELINE]
     late = [label for label, m in got.items() if any(r.timed_out for r in m.runs)]
     if late:
-        return (f"{task.id}: speed not checked ({' and '.join(late)} ran past the statement timeout)",
-                [f"{task.id}: {' and '.join(late)} ran past the statement timeout at the task's scale "
-                 "(raise --plsql-timeout, or a smaller b2.scale_rows)"])
+        who = " and ".join(late)
+        problem = (f"{task.id}: {who} ran past the statement timeout at the task's scale "
+                   "(raise --plsql-timeout, or a smaller b2.scale_rows)")
+        return f"{task.id}: speed not checked ({who} ran past the statement timeout)", [problem]
     gain = slow.median_s / gold.median_s
     work_gain = max(slow.work.value, 1) / max(gold.work.value, 1)
     line = (f"{task.id}: gold {gain:.1f}x faster than the degraded input at {rows} rows "
