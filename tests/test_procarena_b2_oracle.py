@@ -49,6 +49,11 @@ class FakeSession:
                               "index fetch by key": 5, "db block changes": 1, "parse count (total)": 3})
         self.installed: str | None = None
 
+    def connect(self) -> None:
+        self.events.append("connect")
+        self.sid = (self.sid[0] + 1, 1)  # a new session: its statistics start afresh
+        self.stats = Counter({"session logical reads": 7, "table scans (short tables)": 2})
+
     def begin_task(self) -> None:
         self.events.append("begin_task")
 
@@ -200,8 +205,8 @@ def _bench(backend: FakeBackend, **kw: Any) -> OraBench:
 
 
 def _runs(events: list[str]) -> list[list[str]]:
-    """The events of each run: from its begin_task to the next one (or to the bench's end)."""
-    starts = [i for i, e in enumerate(events) if e == "begin_task"]
+    """The events of each run: from its new connection to the next one (or to the bench's end)."""
+    starts = [i for i, e in enumerate(events) if e == "connect"]
     return [events[a:b] for a, b in zip(starts, starts[1:] + [len(events)])]
 
 
@@ -237,8 +242,8 @@ def test_bench_scales_copies_rotates_restores_between_runs_and_at_the_end() -> N
                                                        "cand", "gold", "slow"]
     runs = _runs(during)
     assert len(runs) == 15
-    for run in runs:  # every run: parallel off, install, calls, its scope ended, the scaled rows back
-        assert run[1:3] == ["session ALTER SESSION DISABLE PARALLEL QUERY",
+    for run in runs:  # every run: a new session, parallel off, install, calls, scope ended, scaled rows back
+        assert run[1] == "begin_task" and run[2:4] == ["session ALTER SESSION DISABLE PARALLEL QUERY",
                             "session ALTER SESSION DISABLE PARALLEL DML"]
         end = run.index("end_task")
         assert [e for e in run[end + 1:] if e.startswith("admin ")] == [f"admin {s}" for s in RESTORE_SCALED]

@@ -8,8 +8,9 @@ on PostgreSQL. Instead, on entering:
    grown by the admin (:func:`.scale.ora_scale`: inserts, optimizer statistics, COMMIT);
 2. the scaled tables are copied (``PA$$<table>``, :data:`..oracle_restore.SCALED_PREFIX`).
 
-A run (:meth:`OraBench.run`) opens a task scope on the candidate session, disables parallel
-query, installs the contender and runs the calls (both timed; the work counter is read around
+A run (:meth:`OraBench.run`) opens a new candidate connection (session settings a contender
+changes -- optimizer parameters, say -- would otherwise carry over into the next contender's run;
+PostgreSQL's rollback undoes a SET) and a task scope on it, disables parallel query, installs the contender and runs the calls (both timed; the work counter is read around
 the calls, :mod:`.work`), keeps the final state if asked; then -- whatever happened, an error or
 a timeout included -- ends the scope (rollback, the janitor drops what the contender created,
 package state reset) and puts the scaled rows back from the ``PA$$`` copies. On leaving, the
@@ -130,6 +131,9 @@ class OraBench:
     def run(self, code: str, keep_state: bool = False) -> Run:
         session = self.session
         assert self.counter is not None and self.scaled is not None
+        # A connection of its own: what a contender sets in its session (optimizer parameters,
+        # package state, temporary rows) must not slow or speed up the next contender's run.
+        session.connect()
         session.begin_task()
         try:
             for text in RUN_SETTINGS:
