@@ -412,8 +412,8 @@ def test_validate_times_gold_and_the_degraded_input_on_oracle() -> None:
     assert any("does no more work than gold (6 vs 6 scans)" in p for p in problems)
     line, problems = check_speed(_backend(), task, spec("late"), repeats=1)
     assert "speed not checked (baseline ran past the statement timeout)" in line
-    assert problems == ["oracle_b2_000: baseline ran past the statement timeout at the task's scale "
-                        "(raise --plsql-timeout, or a smaller b2.scale_rows)"]
+    assert problems == [("oracle_b2_000: baseline ran past the statement timeout at the task's scale "
+                         "(raise --plsql-timeout, or a smaller b2.scale_rows)")]
     line, problems = check_speed(_backend(mystat=False, sesstat=False), task, spec("slow"), repeats=1)
     assert line.startswith("oracle_b2_000: speed not checked (oracle: the work counter cannot read")
     assert "GRANT SELECT ON SYS.V_$SESSTAT TO SYSTEM" in line and problems == []
