@@ -33,8 +33,8 @@ recursive dictionary SQL whose reads depend on the shared caches, and re-creatin
 source may skip the compile altogether):
 
 * ``scans``  = 'table scans (short tables)' + 'table scans (long tables)' + 'index scans
-  kdiixs1' (index range scans started) + 'index fetch by key' (unique-key lookups) -- every
-  scan or lookup started, each iteration of a loop's statement included; the measure ``W``, as
+  kdiixs1' (index range and full scans started) + 'index fetch by key' (unique-key lookups) +
+  'index fast full scans (full)' -- every scan or lookup started, each iteration of a loop's statement included; the measure ``W``, as
   on PostgreSQL (``measure: scans``).
 * ``reads``  = 'session logical reads' (buffer gets), reported, not ``W``: a full scan reads
   every block below the table's high-water mark, which the restores between runs (DELETE, then
@@ -106,6 +106,7 @@ ORA_STATS = {
     "table scans (long tables)": "scans",
     "index scans kdiixs1": "scans",
     "index fetch by key": "scans",
+    "index fast full scans (full)": "scans",
     "db block changes": "writes",
 }
 _ORA_NAMES = ", ".join(f"'{name}'" for name in ORA_STATS)
