@@ -443,6 +443,8 @@ needs_oracle = pytest.mark.skipif(not os.environ.get("PLSQL_ORACLE_DSN"), reason
 
 
 @needs_oracle
+@pytest.mark.oracle
+@pytest.mark.slow
 def test_oracle_reference_work_ratio_is_exactly_one(tmp_path: Path) -> None:
     out = tmp_path / "results.json"
     proc = subprocess.run(
@@ -464,6 +466,7 @@ def test_oracle_reference_work_ratio_is_exactly_one(tmp_path: Path) -> None:
 
 
 @needs_oracle
+@pytest.mark.oracle
 def test_oracle_work_counter_is_deterministic_and_the_fixture_is_restored() -> None:
     from pytest_plsqlbench.manifests import load_manifest
     from pytest_plsqlbench.procarena.judge import evaluate
