@@ -437,6 +437,51 @@ def test_scaled_copies_never_collide_with_clean_shadows_and_stay_hidden() -> Non
         'INSERT INTO "WAREHOUSE"."ITEMS" SELECT * FROM "WAREHOUSE"."PA$$ITEMS"')
 
 
+# --------------------------------------------------------------------------- the real session, scripted driver
+def test_bench_drives_the_real_oracle_session(monkeypatch: pytest.MonkeyPatch) -> None:
+    """OraBench with OracleSession itself on tests/test_oracle_session.py's scripted python-oracledb:
+    a new connection per run, parallel query off, the contender dropped by the janitor after its
+    run, an install past the call timeout ending the server session; the counter falls back to the
+    admin's V$SESSTAT (the scripted driver grants the candidate no V$MYSTAT)."""
+    import test_oracle_session as scripted
+
+    from pytest_plsqlbench.dialects import oracle
+
+    db = scripted.FakeDb()
+    driver = SimpleNamespace(Error=scripted.Error, DatabaseError=scripted.DatabaseError,
+                             IntegrityError=scripted.IntegrityError,
+                             connect=lambda **kw: scripted.Connection(db), **vars(scripted.DB))
+    monkeypatch.setitem(sys.modules, "oracledb", driver)
+    backend = _backend()
+    session = oracle.OracleSession(scripted.FakeBackend(db, timeout=2.0))  # type: ignore[arg-type]
+    backend._session = session  # type: ignore[assignment]
+    stats = Counter({"session logical reads": 1, "table scans (short tables)": 1})  # V$SESSTAT, SID 57
+    real_admin = backend._admin_sql
+
+    def admin_sql(text: str, params: Any = (), ignore: tuple = ()) -> list:
+        if "V_$SESSTAT" in text:
+            assert params == [57]
+            stats["table scans (short tables)"] += 2  # each read sees the session's work so far
+            return list(stats.items())
+        return real_admin(text, params, ignore)
+
+    monkeypatch.setattr(backend, "_admin_sql", admin_sql)
+    gold = "CREATE OR REPLACE PROCEDURE p(n NUMBER) IS BEGIN NULL; END;\n/\n"
+    late = "BEGIN LOOP NULL; END LOOP; END;\n/\n"
+    connects = db.connects
+    with _bench(backend) as bench:
+        assert bench.counter_source == "V$SESSTAT"
+        got = timing.measure(bench.run, {"gold": gold, "candidate": late}, 2, warmup=1)
+    assert [len(m.runs) for m in got.values()] == [2, 1] and got["candidate"].runs[0].timed_out
+    assert all(r.work.counts["scans"] == 2 and r.raised == (None, None) for r in got["gold"].runs)
+    assert db.connects - connects == 4 + 1  # a new connection per run, one more after the timeout
+    assert db.killed == [(57, 999)]
+    assert db.executed.count("ALTER SESSION DISABLE PARALLEL QUERY") == 4
+    assert db.objects == {}  # the janitor dropped every contender's procedure
+    assert sum(1 for x in db.executed if x.startswith('DROP PROCEDURE "P"')) == 3
+    assert sum(1 for e in backend.events if e == "admin " + RESTORE_SCALED[-1]) == 4  # after every run
+
+
 # --------------------------------------------------------------------------- live Oracle
 SKIP_REASON = "no Oracle reachable: set PLSQL_ORACLE_DSN (user/password@host:port/service of an admin account)"
 needs_oracle = pytest.mark.skipif(not os.environ.get("PLSQL_ORACLE_DSN"), reason=SKIP_REASON)
