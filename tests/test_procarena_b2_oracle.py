@@ -519,8 +519,9 @@ def test_oracle_work_counter_is_deterministic_and_the_fixture_is_restored() -> N
     from pytest_plsqlbench.runner import open_backend
     from pytest_plsqlbench.settings import Settings
 
-    settings = Settings(subsets=("procarena-sample",), dialect="oracle", db="dsn", dsn=os.environ["PLSQL_ORACLE_DSN"],
-                        timeout=300)
+    make = getattr(Settings, "of", Settings)  # flat names: Settings.of since the settings are grouped
+    settings = make(subsets=("procarena-sample",), dialect="oracle", db="dsn", dsn=os.environ["PLSQL_ORACLE_DSN"],
+                    timeout=300)
     tasks = load(load_manifest(REPO / "tasks" / "procarena-sample.yaml"), settings)
     task = next(t for t in tasks if spec_of(t).b2 is not None and spec_of(t).b2.scale_rows <= 1000)
     spec = spec_of(task)
