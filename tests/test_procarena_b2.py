@@ -262,10 +262,13 @@ def test_oracle_catalog_and_scale_statements() -> None:
 
 def test_oracle_work_counter_from_session_statistics() -> None:
     assert "V_$MYSTAT" in work.ORA_COUNTERS and "'session logical reads'" in work.ORA_COUNTERS
+    assert "'index fetch by key'" in work.ORA_COUNTERS and "s.sid = :1" in work.ORA_SESSION_COUNTERS
     w = work.ora_work([("session logical reads", 1200), ("table scans (short tables)", 3),
-                       ("index scans kdiixs1", 40), ("db block changes", 77), ("table scans (long tables)", 1)])
-    assert w.counts == {"reads": 1200, "scans": 44, "writes": 77} and w.measure == "reads" and w.value == 1200
-    assert (w - work.ora_work([("session logical reads", 200)])).value == 1000
+                       ("index scans kdiixs1", 40), ("db block changes", 77), ("table scans (long tables)", 1),
+                       ("index fetch by key", 5), ("index fast full scans (full)", 2), ("consistent gets", 999)])
+    # W is the scans started (as on PostgreSQL); logical reads depend on the physical layout
+    assert w.counts == {"reads": 1200, "scans": 51, "writes": 77} and w.measure == "scans" and w.value == 51
+    assert (w - work.ora_work([("session logical reads", 200), ("index fetch by key", 4)])).value == 47
 
 
 # --------------------------------------------------------------------------- PostgreSQL

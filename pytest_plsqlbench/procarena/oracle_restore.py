@@ -33,6 +33,10 @@ from ..errors import InfrastructureError
 from .state import ora_quote
 
 SHADOW_PREFIX = "PA$"
+#: B2's copies of the *scaled* tables (``PA$$<table>``: never a clean shadow, whose names continue
+#: with the table's, and table names do not start with ``$``; still ``PA$%``, so every catalog
+#: query and snapshot that skips shadows skips these too).
+SCALED_PREFIX = "PA$$"
 MAX_IDENT = 128
 
 Sql = Callable[[str, Sequence[Any]], list]
@@ -48,8 +52,8 @@ FK_SQL = (
 )
 
 
-def shadow_name(table: str) -> str:
-    return (SHADOW_PREFIX + table)[:MAX_IDENT]
+def shadow_name(table: str, prefix: str = SHADOW_PREFIX) -> str:
+    return (prefix + table)[:MAX_IDENT]
 
 
 def parents_first(tables: Iterable[str], edges: Iterable[tuple[str, str]]) -> list[str]:
@@ -76,26 +80,39 @@ def parents_first(tables: Iterable[str], edges: Iterable[tuple[str, str]]) -> li
     return out
 
 
-def shadow_statements(owner: str, tables: Sequence[str]) -> list[str]:
+def shadow_statements(owner: str, tables: Sequence[str], prefix: str = SHADOW_PREFIX) -> list[str]:
     o = ora_quote(owner)
-    return [f"CREATE TABLE {o}.{ora_quote(shadow_name(t))} AS SELECT * FROM {o}.{ora_quote(t)}" for t in tables]
+    return [f"CREATE TABLE {o}.{ora_quote(shadow_name(t, prefix))} AS SELECT * FROM {o}.{ora_quote(t)}"
+            for t in tables]
 
 
-def restore_statements(owner: str, ordered: Sequence[str]) -> list[str]:
+def drop_statement(owner: str, table: str, prefix: str = SHADOW_PREFIX) -> str:
+    """Drop one shadow if it exists (ORA-00942 ignored), without going to the recycle bin."""
+    name = f"{ora_quote(owner)}.{ora_quote(shadow_name(table, prefix))}".replace("'", "''")
+    return (f"BEGIN EXECUTE IMMEDIATE 'DROP TABLE {name} PURGE'; "
+            "EXCEPTION WHEN OTHERS THEN IF SQLCODE <> -942 THEN RAISE; END IF; END;")
+
+
+def restore_statements(owner: str, ordered: Sequence[str], prefix: str = SHADOW_PREFIX) -> list[str]:
     """DELETE children first, then INSERT parents first (``ordered`` is parents-first)."""
     o = ora_quote(owner)
     deletes = [f"DELETE FROM {o}.{ora_quote(t)}" for t in reversed(ordered)]
-    inserts = [f"INSERT INTO {o}.{ora_quote(t)} SELECT * FROM {o}.{ora_quote(shadow_name(t))}" for t in ordered]
+    inserts = [f"INSERT INTO {o}.{ora_quote(t)} SELECT * FROM {o}.{ora_quote(shadow_name(t, prefix))}"
+               for t in ordered]
     return [*deletes, *inserts]
 
 
 class Restorer:
-    """Shadows and restores one owner schema through the admin's ``sql``; ``commit`` commits."""
+    """Shadows and restores one owner schema through the admin's ``sql``; ``commit`` commits.
 
-    def __init__(self, owner: str, sql: Sql, commit: Callable[[], None]) -> None:
+    ``prefix`` names the shadows: the clean fixture state (``PA$``, one set per fixture content,
+    shared by workers) or B2's scaled state (``PA$$``, made and dropped by one measurement)."""
+
+    def __init__(self, owner: str, sql: Sql, commit: Callable[[], None], prefix: str = SHADOW_PREFIX) -> None:
         self.owner = owner.upper()
         self.sql = sql
         self.commit = commit
+        self.prefix = prefix
         self.order: list[str] = []
 
     def discover(self) -> list[str]:
@@ -107,17 +124,21 @@ class Restorer:
     def make_shadows(self) -> None:
         """Copy the tables as they are now (call right after the fixture loaded, under the lock)."""
         self.discover()
-        for stmt, table in zip(shadow_statements(self.owner, self.order), self.order):
-            self.sql(f"BEGIN EXECUTE IMMEDIATE 'DROP TABLE {ora_quote(self.owner)}.{ora_quote(shadow_name(table))} PURGE'; "
-                     "EXCEPTION WHEN OTHERS THEN IF SQLCODE <> -942 THEN RAISE; END IF; END;", [])
+        for stmt, table in zip(shadow_statements(self.owner, self.order, self.prefix), self.order):
+            self.sql(drop_statement(self.owner, table, self.prefix), [])
             self.sql(stmt, [])
         self.commit()
+
+    def drop_shadows(self) -> None:
+        """Drop this restorer's shadows (B2: the scaled copies, once the measurement is over)."""
+        for table in self.order:
+            self.sql(drop_statement(self.owner, table, self.prefix), [])
 
     def restore(self) -> None:
         if not self.order:
             self.discover()
         try:
-            for stmt in restore_statements(self.owner, self.order):
+            for stmt in restore_statements(self.owner, self.order, self.prefix):
                 self.sql(stmt, [])
             self.commit()
         except InfrastructureError as exc:

@@ -6,9 +6,10 @@ It runs after the task's call items, on the same worker (cumulative mode keeps t
    candidate's own run of the call suite at fixture size, in a scope of its own: a candidate is
    admitted only when every call leaves gold's state and raises as gold's does. Rejections are
    classed as Figure 4(c) does: compile failure, wrong final state, runtime error.
-2. **Measurement** (PostgreSQL) -- the task's tables scaled (:mod:`.scale`) in one transaction;
-   gold, the degraded input and the candidate timed ``repeats`` times in rotating order
-   (:mod:`.timing`) while holding the machine-wide measurement lock (:mod:`.quiet`); the
+2. **Measurement** -- the task's tables scaled (:mod:`.scale`) on the dialect's bench
+   (:func:`.timing.bench_for`: PostgreSQL in one transaction rolled back, Oracle restored from
+   copies, :mod:`.oracle`); gold, the degraded input and the candidate timed ``repeats`` times in
+   rotating order (:mod:`.timing`) while holding the machine-wide measurement lock (:mod:`.quiet`); the
    candidate's final state at scale must still equal gold's (an answer that behaves only on the
    small fixture is rejected as a wrong final state).
 
@@ -122,14 +123,14 @@ class PerfJudge(Judge):
         return record
 
     def _measure(self, ctx: JudgeContext, spec: Any, answer: str) -> dict[str, Any]:
-        if ctx.backend.dialect != "postgres":
-            return {"admitted": True, "acceleration": None,
-                    "why": "B2 timing runs on PostgreSQL in this version (Oracle: scaling and work SQL only)"}
         repeats = self.repeats or spec.b2.repeats
         contenders = {timing.GOLD: spec.gold, timing.BASELINE: spec.b2.degraded, timing.CANDIDATE: answer}
-        with timing.PgBench(ctx.backend, spec.schema, spec.calls, spec.b2.scale_rows, spec.b2.scale) as bench:
-            with quiet.measuring() as lock:
-                got = timing.measure(bench.run, contenders, repeats)
+        try:
+            with timing.bench_for(ctx.backend, spec) as bench:
+                with quiet.measuring() as lock:
+                    got = timing.measure(bench.run, contenders, repeats)
+        except timing.NotMeasured as exc:
+            return {"admitted": True, "acceleration": None, "why": f"timing not measured: {exc}"}
         gold, cand = got[timing.GOLD], got[timing.CANDIDATE]
         if any(r.timed_out for m in (gold, got[timing.BASELINE]) for r in m.runs):
             return {"admitted": True, "acceleration": None, "rejection": "not_measured",
@@ -140,7 +141,8 @@ class PerfJudge(Judge):
                     "why": "a call ran past the statement timeout at the task's scale"}
         out: dict[str, Any] = {
             "repeats": repeats,
-            "measure": "scans",
+            "measure": bench.MEASURE,
+            "work_source": bench.counter_source,
             "scaled": dict(bench.plan.counts),
             "scale_notes": list(bench.plan.notes),
             "waited_s": round(lock["waited_s"], 3),

@@ -7,7 +7,10 @@ baseline, candidate, gold; ...), so each is first, middle and last in turn and t
 one leaves behind favours none. A run is: install the contender's script, then the whole call
 suite, timed together (an answer cannot move work into its installation script), with its
 work counted (:mod:`.work`); then the scaled state is restored (PostgreSQL: rollback to a
-savepoint taken after scaling). Two unmeasured warm-up rounds precede the measured ones.
+savepoint taken after scaling; Oracle: the scaled rows put back from copies, :mod:`.oracle`).
+Two unmeasured warm-up rounds precede the measured ones. :func:`bench_for` is the one place
+that picks the dialect's bench; every bench has the same interface (a context manager with
+``run(code, keep_state) -> Run``, ``plan``, ``MEASURE`` and ``counter_source``).
 Reported per contender: the median time, the noise (slowest
 run / fastest run) and the work of its runs (the same number every run when the counter is
 deterministic; ``work_stable`` says whether it was).
@@ -21,9 +24,13 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .work import Work
+from .work import PG_MEASURE, Work
 
 GOLD, BASELINE, CANDIDATE = "gold", "baseline", "candidate"
+
+
+class NotMeasured(Exception):
+    """The bench cannot measure on this database (the message says why and what to do)."""
 
 
 @dataclass
@@ -115,6 +122,20 @@ def measure(run: Callable[[str, bool], Run], contenders: Mapping[str, str], repe
     return out
 
 
+def bench_for(backend: Any, spec: Any, *, hold: bool = False) -> Any:
+    """The bench of ``backend``'s dialect for a B2 task (``spec``: its ProcSpec). ``hold``:
+    keep the task's schema to this worker (outside a task run, where the call-suite judge does
+    not hold it already; only a database workers share needs it)."""
+    b2 = spec.b2
+    if backend.dialect == "postgres":
+        return PgBench(backend, spec.schema, spec.calls, b2.scale_rows, b2.scale)
+    if backend.dialect == "oracle":
+        from .oracle import OraBench
+
+        return OraBench(backend, spec.schema, spec.calls, b2.scale_rows, b2.scale, hold=hold)
+    raise NotMeasured(f"B2 timing is not available on {backend.dialect}")
+
+
 # --------------------------------------------------------------------------- PostgreSQL
 class PgBench:
     """The scaled database of one task on the worker's candidate session.
@@ -125,6 +146,8 @@ class PgBench:
     """
 
     SAVEPOINT = "plsql_b2_scaled"
+    MEASURE = PG_MEASURE
+    counter_source = "pg_stat_xact_user_tables"
 
     def __init__(self, backend: Any, schema: str, calls: Sequence[str], scale_rows: int,
                  scale: Mapping[str, int] | None = None, seed: int = 0, scratch: str = "answers") -> None:

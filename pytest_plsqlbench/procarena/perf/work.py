@@ -27,10 +27,35 @@ is still measured). Shared statistics are not used: other sessions' delayed flus
 the count vary from run to run. Same procedure, same data, same plans: the same counts (a test runs it
 twice).
 
-Oracle -- the session's statistics (``V$MYSTAT`` joined to ``V$STATNAME``): ``reads`` =
-'session logical reads' (the measure ``W``), ``scans`` = table scans (short and long) + index
-scans, ``writes`` = 'db block changes'. Needs SELECT on ``V_$MYSTAT``/``V_$STATNAME`` for the
-candidate user (granted by the harness's setup, see docs/procarena-b2.md).
+Oracle -- the measured session's statistics (``V$MYSTAT`` joined to ``V$STATNAME``), read
+before and after the task's calls (not around the installation: compiling a procedure runs
+recursive dictionary SQL whose reads depend on the shared caches, and re-creating identical
+source may skip the compile altogether):
+
+* ``scans``  = 'table scans (short tables)' + 'table scans (long tables)' + 'index scans
+  kdiixs1' (index range and full scans started) + 'index fetch by key' (unique-key lookups) +
+  'index fast full scans (full)' -- every scan or lookup started, each iteration of a loop's statement included; the measure ``W``, as
+  on PostgreSQL (``measure: scans``).
+* ``reads``  = 'session logical reads' (buffer gets), reported, not ``W``: a full scan reads
+  every block below the table's high-water mark, which the restores between runs (DELETE, then
+  INSERT from the copies) and earlier runs' inserts leave wherever the largest run left it,
+  and a scan that stops at its first match reads as many blocks as lie physically before it;
+  the first reader after each restore's commit also cleans its blocks out.
+* ``writes`` = 'db block changes'.
+
+Why ``scans`` is repeatable: it counts operations, not blocks, so the physical layout does not
+enter it; every run starts from the same restored rows with the same optimizer statistics
+(gathered once after scaling), the SQL of the calls is soft-parsed after the warm-up rounds
+(cursors depend on the tables, not on the re-created procedure), and parallel query is disabled
+for the session (a parallel server's scans are not the session's; known limit as on
+PostgreSQL: an answer that re-enables it inside its own body). The statistics are
+session-wide: recursive SQL the calls trigger (e.g. a hard parse after a cache miss) counts
+too, which the warm-up rounds settle.
+
+Privileges: the candidate reads its own ``V$MYSTAT`` with SELECT on ``SYS.V_$MYSTAT`` and
+``SYS.V_$STATNAME``; without them the admin reads ``V$SESSTAT`` for the candidate's SID (SELECT
+on ``SYS.V_$SESSTAT``/``V_$STATNAME``, which a DBA account such as SYSTEM has through SELECT ANY
+DICTIONARY); with neither, the task is *not measured* and the message names the GRANTs to run.
 """
 
 from __future__ import annotations
@@ -40,7 +65,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 PG_MEASURE = "scans"
-ORA_MEASURE = "reads"
+ORA_MEASURE = "scans"
 
 
 @dataclass(frozen=True)
@@ -80,11 +105,20 @@ ORA_STATS = {
     "table scans (short tables)": "scans",
     "table scans (long tables)": "scans",
     "index scans kdiixs1": "scans",
+    "index fetch by key": "scans",
+    "index fast full scans (full)": "scans",
     "db block changes": "writes",
 }
+_ORA_NAMES = ", ".join(f"'{name}'" for name in ORA_STATS)
+#: On the measured session itself.
 ORA_COUNTERS = (
     "SELECT n.name, s.value FROM SYS.V_$MYSTAT s JOIN SYS.V_$STATNAME n ON n.statistic# = s.statistic# "
-    "WHERE n.name IN (" + ", ".join(f"'{name}'" for name in ORA_STATS) + ")"
+    f"WHERE n.name IN ({_ORA_NAMES})"
+)
+#: On the admin's connection, for the measured session's SID (``:1``).
+ORA_SESSION_COUNTERS = (
+    "SELECT n.name, s.value FROM SYS.V_$SESSTAT s JOIN SYS.V_$STATNAME n ON n.statistic# = s.statistic# "
+    f"WHERE s.sid = :1 AND n.name IN ({_ORA_NAMES})"
 )
 
 
@@ -101,3 +135,47 @@ def ora_work(rows: Sequence[Sequence[Any]]) -> Work:
 def ora_counts(sql: Callable[[str, Sequence[Any]], list]) -> Work:
     """``sql`` runs on the *measured* session (V$MYSTAT is that session's own statistics)."""
     return ora_work(sql(ORA_COUNTERS, []))
+
+
+class CounterUnavailable(Exception):
+    """Neither the session nor the admin may read the session statistics (the message says why
+    and which GRANTs to run)."""
+
+
+@dataclass
+class OraCounter:
+    """Reads the measured session's statistics; ``source`` says from where (``V$MYSTAT`` or
+    ``V$SESSTAT``)."""
+
+    read_rows: Callable[[], list]
+    source: str
+
+    def read(self) -> Work:
+        return ora_work(self.read_rows())
+
+
+def ora_counter(session_sql: Callable[[str, Sequence[Any]], list], admin_sql: Callable[[str, Sequence[Any]], list],
+                sid: Callable[[], int], candidate: str, admin: str) -> OraCounter:
+    """The session's own ``V$MYSTAT`` if it may read it, else the admin's ``V$SESSTAT`` for the
+    session's current SID (``sid`` is asked on every read: a timed-out call reconnects).
+    Both are tried once here; a source that fails or returns no rows does not count as working
+    (``admin_sql`` may turn a missing privilege into no rows)."""
+    problems = []
+    for source, read in (
+        ("V$MYSTAT", lambda: session_sql(ORA_COUNTERS, [])),
+        ("V$SESSTAT", lambda: admin_sql(ORA_SESSION_COUNTERS, [sid()])),
+    ):
+        try:
+            rows = read()
+        except Exception as exc:  # noqa: BLE001 - the harness's query failed: try the next source
+            problems.append(f"{source}: {str(exc).strip()[:200]}")
+            continue
+        if any(str(name) == "session logical reads" for name, _ in rows):
+            return OraCounter(read, source)
+        problems.append(f"{source}: no rows (no privilege)")
+    raise CounterUnavailable(
+        "the work counter cannot read the session statistics (" + "; ".join(problems) + "). As SYS, run "
+        f"GRANT SELECT ON SYS.V_$SESSTAT TO {admin}; GRANT SELECT ON SYS.V_$STATNAME TO {admin}; "
+        "(the admin account reads the candidate session's statistics), or "
+        "GRANT SELECT ON SYS.V_$MYSTAT TO PUBLIC; GRANT SELECT ON SYS.V_$STATNAME TO PUBLIC; "
+        f"(each session reads its own; the candidate user {candidate} is created per run)")
