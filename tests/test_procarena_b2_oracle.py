@@ -519,7 +519,7 @@ def test_oracle_work_counter_is_deterministic_and_the_fixture_is_restored() -> N
     from pytest_plsqlbench.runner import open_backend
     from pytest_plsqlbench.settings import Settings
 
-    make = getattr(Settings, "of", Settings)  # flat names: Settings.of since the settings are grouped
+    make = Settings.of  # flat names: Settings.of since the settings are grouped
     settings = make(subsets=("procarena-sample",), dialect="oracle", db="dsn", dsn=os.environ["PLSQL_ORACLE_DSN"],
                     timeout=300)
     tasks = load(load_manifest(REPO / "tasks" / "procarena-sample.yaml"), settings)
