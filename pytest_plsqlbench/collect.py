@@ -53,7 +53,7 @@ class Harness:
         self.backend = None
         self._backend_error: str | None = None
         self.env_sent = False
-        self.safety = make_checker(settings)
+        self.safety = make_checker(settings.database)
         self.judges = judges.registry(config)
 
     def backend_for(self):  # noqa: ANN201 - Backend

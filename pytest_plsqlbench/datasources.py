@@ -27,15 +27,15 @@ from filelock import FileLock
 
 from .errors import DataError, UsageError
 from .manifests import Manifest, Source
-from .settings import Settings, source_from_environment
+from .settings import DataSettings, source_from_environment
 
 log = logging.getLogger(__name__)
 #: What loading does and how long it takes (shown on the terminal by :mod:`.loading`).
 progress = logging.getLogger("pytest_plsqlbench.progress")
 
 
-def data_cache_dir(settings: Settings) -> Path:
-    path = settings.data.cache or Path(platformdirs.user_cache_dir("pytest-plsqlbench"))
+def data_cache_dir(data: DataSettings) -> Path:
+    path = data.cache or Path(platformdirs.user_cache_dir("pytest-plsqlbench"))
     path.mkdir(parents=True, exist_ok=True)
     return path
 
@@ -48,30 +48,30 @@ def sha256_file(path: Path) -> str:
     return digest.hexdigest()
 
 
-def _local_override(source: Source, settings: Settings) -> Path | None:
-    if source.name in settings.data.sources:
-        return settings.data.sources[source.name]
+def _local_override(source: Source, data: DataSettings) -> Path | None:
+    if source.name in data.sources:
+        return data.sources[source.name]
     env = source_from_environment(source.name)
     if env:
         return Path(env).expanduser()
-    if source.kind == "plsqlbench" and settings.data.release is not None:
-        return settings.data.release
+    if source.kind == "plsqlbench" and data.release is not None:
+        return data.release
     return None
 
 
-def resolve(manifest: Manifest, settings: Settings) -> Path:
+def resolve(manifest: Manifest, data: DataSettings) -> Path:
     """Local path of the manifest's data (a file, or a directory for the release)."""
     source = manifest.source
     if source is None:
         raise UsageError(f"subset {manifest.name!r}: its manifest names no data source")
-    local = _local_override(source, settings)
+    local = _local_override(source, data)
     if local is not None:
         if source.kind != "plsqlbench" and local.is_dir() and source.file:
             local = local / source.file
         if not local.exists():
             raise UsageError(f"subset {manifest.name!r}: data source {source.name!r}: {local} does not exist")
         return local
-    return download(source, settings, manifest.name)
+    return download(source, data, manifest.name)
 
 
 def _local_copy_option(source: Source) -> str:
@@ -79,19 +79,19 @@ def _local_copy_option(source: Source) -> str:
     return "--plsql-data DIR" if source.kind == "plsqlbench" else f"--plsql-source {source.name}=PATH"
 
 
-def download(source: Source, settings: Settings, subset: str) -> Path:
+def download(source: Source, data: DataSettings, subset: str) -> Path:
     """Download (once, under a lock) and unpack ``source`` into the data cache."""
     if not source.url:
         hint = _local_copy_option(source)
         raise UsageError(f"subset {subset!r} needs data source {source.name!r}: give a local copy with {hint}")
-    root = data_cache_dir(settings) / "downloads" / source.name
+    root = data_cache_dir(data) / "downloads" / source.name
     root.mkdir(parents=True, exist_ok=True)
     key = hashlib.sha256(source.url.encode()).hexdigest()[:16]
     target = root / key
     with FileLock(str(root / f"{key}.lock")):
         done = target / ".complete"
         if not done.exists():
-            _fetch(source, target, subset, settings)
+            _fetch(source, target, subset, data)
         path = target / "content"
         if source.kind != "plsqlbench" and source.file and (path / source.file).exists():
             return path / source.file
@@ -106,7 +106,7 @@ def download(source: Source, settings: Settings, subset: str) -> Path:
         return path
 
 
-def _fetch(source: Source, target: Path, subset: str, settings: Settings) -> None:
+def _fetch(source: Source, target: Path, subset: str, data: DataSettings) -> None:
     assert source.url
     if target.exists():
         shutil.rmtree(target)

@@ -9,29 +9,29 @@ ping, one connection) and say what to install or which option to change.
 from __future__ import annotations
 
 from .errors import UsageError
-from .settings import Settings
+from .settings import DatabaseSettings
 
 #: Seconds one probe connection to a --plsql-dsn server may take.
 PROBE_TIMEOUT_S = 15
 
 
-def check_database(settings: Settings) -> None:
+def check_database(database: DatabaseSettings) -> None:
     """Raise UsageError when the run's database cannot be had (driver, Docker, DSN)."""
-    if settings.database.dialect == "oracle":
+    if database.dialect == "oracle":
         try:
             import oracledb  # noqa: F401
         except ImportError:
             raise UsageError(
                 "--plsql-dialect=oracle needs python-oracledb: pip install 'pytest-plsqlbench[oracle]'"
             ) from None
-    if settings.database.kind == "container":
-        _check_docker(settings)
-    elif settings.database.kind == "dsn" and settings.database.dsn:
-        _check_dsn(settings)
+    if database.kind == "container":
+        _check_docker(database)
+    elif database.kind == "dsn" and database.dsn:
+        _check_dsn(database)
 
 
-def _check_docker(settings: Settings) -> None:
-    extra = "oracle" if settings.database.dialect == "oracle" else "container"
+def _check_docker(database: DatabaseSettings) -> None:
+    extra = "oracle" if database.dialect == "oracle" else "container"
     try:
         import docker
         import testcontainers  # noqa: F401
@@ -43,20 +43,20 @@ def _check_docker(settings: Settings) -> None:
         docker.from_env().ping()
     except Exception as exc:  # noqa: BLE001 - no socket, no daemon, no permission
         detail = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        env = " (or PLSQL_ORACLE_DSN)" if settings.database.dialect == "oracle" else ""
+        env = " (or PLSQL_ORACLE_DSN)" if database.dialect == "oracle" else ""
         raise UsageError(
             f"--plsql-db=container needs a running Docker, and none answers ({detail}); "
-            f"or point --plsql-dsn{env} at a {settings.database.dialect} database"
+            f"or point --plsql-dsn{env} at a {database.dialect} database"
         ) from None
 
 
-def _check_dsn(settings: Settings) -> None:
-    assert settings.database.dsn
-    if settings.database.dialect == "postgres":
+def _check_dsn(database: DatabaseSettings) -> None:
+    assert database.dsn
+    if database.dialect == "postgres":
         import psycopg
 
         try:
-            psycopg.connect(settings.database.dsn, connect_timeout=PROBE_TIMEOUT_S, autocommit=True).close()
+            psycopg.connect(database.dsn, connect_timeout=PROBE_TIMEOUT_S, autocommit=True).close()
         except psycopg.Error as exc:
             detail = " ".join(str(exc).split())
             raise UsageError(f"--plsql-dsn: cannot connect to PostgreSQL ({detail})") from None
@@ -65,7 +65,7 @@ def _check_dsn(settings: Settings) -> None:
 
     from .dialects.oracle import parse_dsn
 
-    dsn = parse_dsn(settings.database.dsn)
+    dsn = parse_dsn(database.dsn)
     try:
         oracledb.connect(user=dsn.user, password=dsn.password, dsn=dsn.dsn, tcp_connect_timeout=PROBE_TIMEOUT_S,
                          **dict(dsn.params)).close()

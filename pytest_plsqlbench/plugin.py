@@ -270,7 +270,7 @@ def pytest_configure(config: pytest.Config) -> None:
         from .dbcheck import check_database
 
         try:
-            check_database(settings)
+            check_database(settings.database)
         except UsageError as exc:
             raise pytest.UsageError(str(exc)) from None
     if getattr(config, "workerinput", None) is None:

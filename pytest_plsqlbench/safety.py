@@ -29,7 +29,7 @@ from typing import Iterable, Sequence
 from sqlparse import tokens as T
 
 from .scripts import _tokens, split
-from .settings import Settings
+from .settings import DatabaseSettings
 from .tasks import Task
 
 log = logging.getLogger(__name__)
@@ -531,8 +531,8 @@ class SafetyChecker:
         return f"safety check [{rules}]: {listed}{more}"
 
 
-def make_checker(settings: Settings) -> SafetyChecker | None:
+def make_checker(database: DatabaseSettings) -> SafetyChecker | None:
     """The checker for ``--plsql-safety`` (None when ``off``)."""
-    if settings.database.safety == "off":
+    if database.safety == "off":
         return None
-    return SafetyChecker(settings.database.safety)
+    return SafetyChecker(database.safety)

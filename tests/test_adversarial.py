@@ -33,7 +33,7 @@ from pytest_plsqlbench.dialects.postgres import PostgresBackend
 from pytest_plsqlbench.loaders.yaml_tasks import load_task_file
 from pytest_plsqlbench.runner import evaluate_task
 from pytest_plsqlbench.safety import SafetyChecker, findings, make_checker
-from pytest_plsqlbench.settings import Settings
+from pytest_plsqlbench.settings import DatabaseSettings, Settings
 from pytest_plsqlbench.tasks import Fixture, Task, Turn, UnitTest
 
 REPO = Path(__file__).resolve().parent.parent
@@ -224,9 +224,9 @@ def test_safety_allowances_per_task() -> None:
 
 
 def test_make_checker_modes() -> None:
-    assert make_checker(Settings.of(subsets=(), safety="off")) is None
-    assert isinstance(make_checker(Settings.of(subsets=(), safety="warn")), SafetyChecker)
-    assert make_checker(Settings.of(subsets=(), safety="block")).mode == "block"  # type: ignore[union-attr]
+    assert make_checker(DatabaseSettings(safety="off")) is None
+    assert isinstance(make_checker(DatabaseSettings(safety="warn")), SafetyChecker)
+    assert make_checker(DatabaseSettings(safety="block")).mode == "block"  # type: ignore[union-attr]
 
 
 def _reference_tasks() -> Iterator[tuple[str, Task, int, str, list[str]]]:

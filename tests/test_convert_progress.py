@@ -81,7 +81,7 @@ def test_a_download_says_what_it_fetches_its_size_and_how_long(tmp_path, caplog)
 
     from pytest_plsqlbench.datasources import download
     from pytest_plsqlbench.manifests import Source
-    from pytest_plsqlbench.settings import Settings
+    from pytest_plsqlbench.settings import DataSettings
 
     body = b'{"task_id": 1}\n' * 1000
 
@@ -100,7 +100,7 @@ def test_a_download_says_what_it_fetches_its_size_and_how_long(tmp_path, caplog)
     url = f"http://127.0.0.1:{server.server_address[1]}/data.jsonl"
     try:
         with caplog.at_level("INFO", logger="pytest_plsqlbench.progress"):
-            download(Source(name="x", url=url, file="data.jsonl"), Settings.of(subsets=(), data_cache=tmp_path), "mini")
+            download(Source(name="x", url=url, file="data.jsonl"), DataSettings(cache=tmp_path), "mini")
     finally:
         server.shutdown()
         server.server_close()

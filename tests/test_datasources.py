@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from pytest_plsqlbench.datasources import download
+from pytest_plsqlbench.datasources import data_cache_dir, download
 from pytest_plsqlbench.errors import DataError, UsageError
 from pytest_plsqlbench.manifests import Source
-from pytest_plsqlbench.settings import Settings
+from pytest_plsqlbench.settings import DataSettings
 
 
 class Files:
@@ -56,8 +56,8 @@ def served() -> Iterator[tuple[str, Files]]:
 
 
 @pytest.fixture
-def settings(tmp_path: Path) -> Settings:
-    return Settings.of(subsets=(), data_cache=tmp_path / "cache")
+def data(tmp_path: Path) -> DataSettings:
+    return DataSettings(cache=tmp_path / "cache")
 
 
 def sha(data: bytes) -> str:
@@ -67,51 +67,51 @@ def sha(data: bytes) -> str:
 DATA = b'{"task_id": "T/1"}\n'
 
 
-def test_pinned_checksum_download_is_kept_and_not_fetched_again(served, settings: Settings) -> None:
+def test_pinned_checksum_download_is_kept_and_not_fetched_again(served, data: DataSettings) -> None:
     base, files = served
     files.content["/data.jsonl"] = DATA
     source = Source("demo", url=f"{base}/data.jsonl", sha256=sha(DATA), file="data.jsonl")
-    path = download(source, settings, "demo")
+    path = download(source, data, "demo")
     assert path.name == "data.jsonl" and path.read_bytes() == DATA
-    assert download(source, settings, "demo") == path
+    assert download(source, data, "demo") == path
     assert files.requests == ["/data.jsonl"]
 
 
-def test_checksum_mismatch_is_refused_and_leaves_nothing_behind(served, settings: Settings) -> None:
+def test_checksum_mismatch_is_refused_and_leaves_nothing_behind(served, data: DataSettings) -> None:
     base, files = served
     files.content["/data.jsonl"] = DATA
     source = Source("demo", url=f"{base}/data.jsonl", sha256=sha(b"another file"), file="data.jsonl")
     with pytest.raises(DataError, match=f"checksum mismatch for {base}/data.jsonl: expected sha256 {sha(b'another file')}"):
-        download(source, settings, "demo")
-    root = settings.data.cache / "downloads" / "demo"
+        download(source, data, "demo")
+    root = data_cache_dir(data) / "downloads" / "demo"
     assert not list(root.glob("*/.complete")) and not list(root.glob(".dl-*"))
     # Once the right file is served, the same source downloads.
     files.content["/data.jsonl"] = b"another file"
-    assert download(source, settings, "demo").read_bytes() == b"another file"
+    assert download(source, data, "demo").read_bytes() == b"another file"
 
 
 def test_unpinned_source_records_its_first_checksum_and_refuses_a_changed_copy(
-    served, settings: Settings
+    served, data: DataSettings
 ) -> None:
     base, files = served
     files.content["/data.jsonl"] = DATA
     source = Source("demo", url=f"{base}/data.jsonl", file="data.jsonl")
-    path = download(source, settings, "demo")
-    recorded = list((settings.data.cache / "downloads" / "demo").glob("*.sha256"))
+    path = download(source, data, "demo")
+    recorded = list((data_cache_dir(data) / "downloads" / "demo").glob("*.sha256"))
     assert [p.read_text().strip() for p in recorded] == [sha(DATA)]
     # The cached copy is dropped and upstream changed: the new file is not taken silently.
     shutil.rmtree(path.parent.parent)
     files.content["/data.jsonl"] = DATA + b'{"task_id": "T/2"}\n'
     with pytest.raises(DataError, match=f"expected sha256 {sha(DATA)}"):
-        download(source, settings, "demo")
+        download(source, data, "demo")
 
 
-def test_gzip_and_release_archives_are_unpacked(served, settings: Settings) -> None:
+def test_gzip_and_release_archives_are_unpacked(served, data: DataSettings) -> None:
     base, files = served
     packed = gzip.compress(DATA)
     files.content["/MbppPlus.jsonl.gz"] = packed
     gz = Source("mbppplus", url=f"{base}/MbppPlus.jsonl.gz", sha256=sha(packed), file="MbppPlus.jsonl")
-    assert download(gz, settings, "mbpp-plus").read_bytes() == DATA
+    assert download(gz, data, "mbpp-plus").read_bytes() == DATA
 
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w:gz") as tar:
@@ -120,14 +120,14 @@ def test_gzip_and_release_archives_are_unpacked(served, settings: Settings) -> N
         tar.addfile(info, io.BytesIO(DATA))
     files.content["/release.tar.gz"] = buf.getvalue()
     release = Source("plsqlbench", url=f"{base}/release.tar.gz", sha256=sha(buf.getvalue()), kind="plsqlbench")
-    root = download(release, settings, "mbpp")
+    root = download(release, data, "mbpp")
     assert root.name == "plsqlbench-abc123"  # the archive's one top-level folder
     assert (root / "datasets/mbpp/mbpp_plsql.jsonl").read_bytes() == DATA
 
 
-def test_missing_url_or_failed_download_names_the_local_copy_option(served, settings: Settings) -> None:
+def test_missing_url_or_failed_download_names_the_local_copy_option(served, data: DataSettings) -> None:
     base, _ = served
     with pytest.raises(UsageError, match=r"needs data source 'demo': give a local copy with --plsql-source demo=PATH"):
-        download(Source("demo"), settings, "demo")
+        download(Source("demo"), data, "demo")
     with pytest.raises(UsageError, match=r"cannot download .*; point --plsql-data DIR at a local copy"):
-        download(Source("plsqlbench", url=f"{base}/missing.tar.gz", kind="plsqlbench"), settings, "spider")
+        download(Source("plsqlbench", url=f"{base}/missing.tar.gz", kind="plsqlbench"), data, "spider")

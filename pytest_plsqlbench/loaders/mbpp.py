@@ -283,7 +283,7 @@ def input_file(manifest: Manifest, settings: Settings) -> Path:
     """The file to convert: the resolved data source (PLSQLBench: inside the release root)."""
     from ..convert.sources import plsqlbench_file
 
-    path = datasources.resolve(manifest, settings)
+    path = datasources.resolve(manifest, settings.data)
     if manifest.loader == "plsqlbench-mbpp":
         path = plsqlbench_file(path)
     if not path.is_file():
@@ -325,7 +325,7 @@ def pytest_plsql_load_subset(
         settings.database.dialect,
         subset=manifest.name,
         assertions=settings.tasks.assertions,
-        cache_dir=datasources.data_cache_dir(settings) / "converted",
+        cache_dir=datasources.data_cache_dir(settings.data) / "converted",
         timeout=timeout,
         keep_left_out=keep_left_out(config),
     )

@@ -35,7 +35,7 @@ def pytest_plsql_load_subset(
     from ..spider.build import load
     from ..spider.report import reporter
 
-    root = resolve(manifest, settings)
+    root = resolve(manifest, settings.data)
     if not root.is_dir():
         raise UsageError(
             f"subset {manifest.name!r}: the PLSQLBench data must be a folder (a release clone), not {root}"

@@ -104,14 +104,14 @@ def _signature(gold: str, procedure: str) -> str:
 def load(manifest: Manifest, settings: Settings) -> list[Task]:
     from ..spider.schema import Catalog, pg_ident
 
-    path = resolve(manifest, settings)
+    path = resolve(manifest, settings.data)
     records = read_records(path)
     spider = discover(settings.tasks.dirs).get(str(manifest.options.get("databases", "spider")))
     if spider is None:
         raise UsageError(f"{manifest.path}: options.databases names no known subset manifest (the Spider release)")
-    root = resolve(spider, settings)
+    root = resolve(spider, settings.data)
     catalog = Catalog.spider(root)
-    cache = data_cache_dir(settings) if settings.database.dialect == "postgres" else None
+    cache = data_cache_dir(settings.data) if settings.database.dialect == "postgres" else None
     tasks = []
     seen: set[str] = set()
     for n, rec in enumerate(records, 1):

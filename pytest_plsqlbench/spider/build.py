@@ -153,7 +153,7 @@ class _Schema:
         self.settings = settings
         self.notes = notes
         self.prompt_scope = prompt_scope
-        self.cache = data_cache_dir(settings) if settings.database.dialect == "postgres" else None
+        self.cache = data_cache_dir(settings.data) if settings.database.dialect == "postgres" else None
 
     def _adjust(self, owner: str) -> list[str]:
         """Note the owner's load adjustments once; return why it cannot load, if so."""

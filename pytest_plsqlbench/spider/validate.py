@@ -44,7 +44,7 @@ def validate_subset(settings: Settings, subset_name: str) -> tuple[list[str], bo
             f"subset {subset_name!r} exists only for {', '.join(manifest.dialects)}, "
             f"not for --plsql-dialect={settings.database.dialect}"
         )
-    root = resolve(manifest, settings)
+    root = resolve(manifest, settings.data)
     tasks, notes = build.load(manifest, settings, root)
     absent = [t for t in tasks if t.metadata.get("schema") == "absent"]
     lines = [
