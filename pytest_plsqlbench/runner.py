@@ -333,7 +333,8 @@ class TaskRun:
         except InfrastructureError as exc:
             # The batch lost the session: bring it back as a test's retry would, then run each
             # test on its own (the one that lost it will lose it again, and be judged so).
-            log.warning("task %s: a batch of tests lost the session (%s); running them one by one", self.task.id, exc)
+            log.warning("task %s: a batch of tests lost the session (%s); running them one by one",
+                        self.task.id, exc)
             try:
                 self.backend.recover()
                 self._restart_rollout(turn_index)
@@ -355,7 +356,8 @@ class TaskRun:
 
     def _batchable(self, test: UnitTest) -> bool:
         """An ``assert`` test judged by the built-in judge, with a script of its own."""
-        return test.kind == "assert" and test.script is not None and type(self.judges[test.kind]) is AssertJudge
+        return (test.kind == "assert" and test.script is not None
+                and type(self.judges[test.kind]) is AssertJudge)
 
     def _restart_rollout(self, turn_index: int) -> None:
         session = self.backend.session()

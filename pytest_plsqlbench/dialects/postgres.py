@@ -654,7 +654,8 @@ class PostgresSession(Session):
             watchdog.arm(timeout)
             try:
                 with self.conn.cursor() as cur:
-                    cur.execute(_BATCH_CALL, ([statements[i].text for i in chosen],))  # type: ignore[union-attr]
+                    texts = [statements[i].text for i in chosen]  # type: ignore[union-attr]
+                    cur.execute(_BATCH_CALL, (texts,))
                     rows = cur.fetchall()
             finally:
                 watchdog.disarm()
@@ -1023,11 +1024,10 @@ class PostgresBackend(Backend):
             with self.admin.transaction():
                 self.admin.execute(pgsql.SQL("CREATE SCHEMA {}").format(schema))
                 self.admin.execute(pgsql.SQL(_BATCH_SQL).format(schema=schema))
-                self.admin.execute(pgsql.SQL("REVOKE ALL ON FUNCTION {}.run_tests(pg_catalog.text[]) FROM PUBLIC")
-                                   .format(schema))
+                runner = pgsql.SQL("{}.run_tests(pg_catalog.text[])").format(schema)
+                self.admin.execute(pgsql.SQL("REVOKE ALL ON FUNCTION {} FROM PUBLIC").format(runner))
                 self.admin.execute(pgsql.SQL("GRANT USAGE ON SCHEMA {} TO {}").format(schema, role))
-                self.admin.execute(pgsql.SQL("GRANT EXECUTE ON FUNCTION {}.run_tests(pg_catalog.text[]) TO {}")
-                                   .format(schema, role))
+                self.admin.execute(pgsql.SQL("GRANT EXECUTE ON FUNCTION {} TO {}").format(runner, role))
             self.batch_runner = True
         except psycopg.Error as exc:
             log.warning("no batch runner (%s): every test runs in its own round trips",
