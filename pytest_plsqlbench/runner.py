@@ -31,8 +31,9 @@ from .answers import Answer
 from .dialects.base import Backend
 from .episode import Episode
 from .errors import FixtureError, InfrastructureError
+from .dialects.base import Execution
 from .judges import DEFAULT as DEFAULT_JUDGES
-from .judges import JudgeContext, JudgeRegistry
+from .judges import AssertJudge, JudgeContext, JudgeRegistry
 from .outcomes import TestOutcome
 from .settings import Settings
 from .tasks import Task, UnitTest
@@ -95,6 +96,7 @@ class TaskRun:
         judges: JudgeRegistry | None = None,
         task_timeout: float = 0.0,
         missing: str = "fail",
+        batch: bool = True,
     ) -> None:
         episode = answers if isinstance(answers, Episode) else Episode.of(task, answers)
         if not episode.done:
@@ -120,6 +122,12 @@ class TaskRun:
         self.spent = 0.0
         #: --plsql-missing: "fail" scores a missing answer, "exclude" leaves it out.
         self.missing = missing
+        #: Run a turn's ``assert`` tests in one server call where the session can (``_from_batch``).
+        self.batch = batch and task.answer_mode == "install" and not any(
+            self.judges[test.kind].mode == "cumulative" for turn in task.turns for test in turn.tests)
+        #: Outcomes a batch decided, until their items ask for them; turns already batched.
+        self._batched: dict[tuple[int, str], TestOutcome] = {}
+        self._batched_turns: set[int] = set()
 
     @property
     def expected(self) -> dict[tuple[int, str], object]:
@@ -256,12 +264,14 @@ class TaskRun:
         except InfrastructureError:
             session = None  # the attempts below report it
         try:
-            outcome = self._run_test_attempts(turn_index, test)
+            outcome = self._from_batch(turn_index, test)
+            if outcome is None:
+                outcome = self._run_test_attempts(turn_index, test)
+                outcome.duration_s = time.monotonic() - t0
         finally:
             if session is not None:
                 session.deadline = None
             self.spent += time.monotonic() - t0
-        outcome.duration_s = time.monotonic() - t0
         warning = self.turns[turn_index - 1].warning
         if warning:
             # --plsql-safety=warn: the answer ran; its record says what the check found.
@@ -293,6 +303,61 @@ class TaskRun:
                         f"infrastructure error (after one retry): {second}",
                     )
         return outcome
+
+    # ----------------------------------------------------------------- batches
+    def _from_batch(self, turn_index: int, test: UnitTest) -> TestOutcome | None:
+        """The test's outcome from a batch of its turn's ``assert`` tests, or None (run it alone).
+
+        Once a turn's answer is installed (its first test ran on its own), the next ``assert``
+        test runs that test and the turn's later ``assert`` tests in one server call
+        (:meth:`Session.run_batch`), each in its own always-rolled-back subtransaction. Every
+        outcome the session is not certain of, and the whole batch when anything about it was
+        unusual, is left to the ordinary path, so each item's outcome is the one it would have
+        had on its own. The batch's time counts against the task's budget.
+        """
+        stored = self._batched.pop((turn_index, test.id), None)
+        if stored is not None or not self.batch or turn_index in self._batched_turns:
+            return stored
+        state = self.turns[turn_index - 1]
+        if (not self._batchable(test) or self.installed_upto < turn_index or state.blocked is not None):
+            return None
+        session = self.backend.session()
+        if session.scope_epoch != self._epoch:
+            return None
+        self._batched_turns.add(turn_index)
+        tests = self.task.turns[turn_index - 1].tests
+        start = next(i for i, t in enumerate(tests) if t is test)
+        chosen = [t for t in tests[start:] if self._batchable(t)]
+        try:
+            results = session.run_batch([t.script or "" for t in chosen])
+        except InfrastructureError as exc:
+            # The batch lost the session: bring it back as a test's retry would, then run each
+            # test on its own (the one that lost it will lose it again, and be judged so).
+            log.warning("task %s: a batch of tests lost the session (%s); running them one by one",
+                        self.task.id, exc)
+            try:
+                self.backend.recover()
+                self._restart_rollout(turn_index)
+            except InfrastructureError:
+                pass  # the ordinary path meets it and reports it
+            return None
+        if results is None:
+            return None
+        judge = self.judges[test.kind]
+        for t, result in zip(chosen, results):
+            if result is None:
+                continue
+            outcome = judge.judge(self.ctx, turn_index, t, Execution(error=result.error))
+            if state.notes:
+                outcome.extra["notes"] = "; ".join(state.notes)
+            outcome.duration_s = result.duration_s
+            self._batched[(turn_index, t.id)] = outcome
+        return self._batched.pop((turn_index, test.id), None)
+
+    def _batchable(self, test: UnitTest) -> bool:
+        """An ``assert`` test judged by the built-in judge, with a script of its own."""
+        return (test.kind == "assert" and test.script is not None
+                and type(self.judges[test.kind]) is AssertJudge)
 
     def _restart_rollout(self, turn_index: int) -> None:
         session = self.backend.session()

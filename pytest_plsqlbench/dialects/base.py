@@ -58,6 +58,14 @@ class Execution:
         return self.error is None
 
 
+@dataclass(frozen=True)
+class BatchResult:
+    """One test's result from :meth:`Session.run_batch`: its error (None: it passed)."""
+
+    error: DbError | None
+    duration_s: float = 0.0
+
+
 class OutputCapture:
     """What one script printed, capped at ``limit`` characters: the rest is dropped, marked once.
 
@@ -111,6 +119,16 @@ class Session(abc.ABC):
         if it fails, its partial effects are undone). Raises
         :class:`~pytest_plsqlbench.errors.InfrastructureError` when the database itself fails.
         """
+
+    def run_batch(self, scripts: Sequence[str]) -> "list[BatchResult | None] | None":
+        """Optionally run several isolated ``assert`` test scripts in one server call.
+
+        Returns one entry per script: its :class:`BatchResult`, or None where the result is not
+        certain to be what :meth:`run` (``isolated=True``, phase ``test``) would give -- the
+        caller then runs that script through :meth:`run`. None for the whole batch when it was
+        discarded (nothing it did remains). The default: no batches.
+        """
+        return None
 
 
 class Backend(abc.ABC):

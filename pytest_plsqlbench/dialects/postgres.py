@@ -25,6 +25,7 @@ settings the harness depends on are pinned per connection and restored after eve
 
 from __future__ import annotations
 
+import collections
 import logging
 import re
 import secrets
@@ -43,7 +44,7 @@ from ..outputs import format_row
 from ..scripts import Statement, _tokens, split
 from ..settings import Settings
 from ..tasks import Fixture
-from .base import Backend, DbError, Execution, OutputCapture, Phase, Session
+from .base import Backend, BatchResult, DbError, Execution, OutputCapture, Phase, Session
 
 log = logging.getLogger(__name__)
 
@@ -242,6 +243,65 @@ EXECUTE FUNCTION public.plsqlbench_guard_end()""",
 #: Characters of a database message kept when it is received (an answer can raise megabytes).
 MAX_MESSAGE = 4000
 
+#: The schema of the harness's batch runner: owned by the harness, USAGE only for the candidate
+#: (which cannot create, replace or alter anything in it), always called schema-qualified.
+HARNESS_SCHEMA = "plsqlbench_harness"
+#: Runs each test script in its own subtransaction, which is ALWAYS rolled back, and returns one
+#: row per test. A pass is recorded in a local variable set right after ``EXECUTE`` returns, and a
+#: private exception then rolls the subtransaction back; the handler reads that variable. Nothing
+#: an answer does can set it (PL/pgSQL locals are not reachable from other code), so raising any
+#: SQLSTATE -- the private one included -- cannot forge a pass. ``assert_failure`` is caught by
+#: name (``others`` does not cover it); ``query_canceled`` is not caught at all, so a timeout
+#: aborts the whole call. What a subtransaction does not undo is undone after each test as after
+#: an isolated test (advisory locks, prepared statements); sequences are not undone by any
+#: rollback, so a session that can advance one gets no batch (zero rows). Every name is
+#: schema-qualified: nothing on the candidate's search path changes what the runner calls. The
+#: function runs as its caller (the candidate) and has no SET clause, so the tests see the
+#: session exactly as a test run on its own does.
+_BATCH_SQL = """CREATE FUNCTION {schema}.run_tests(p_tests pg_catalog.text[])
+RETURNS TABLE (o_ok pg_catalog.bool, o_state pg_catalog.text, o_msg pg_catalog.text, o_len pg_catalog.int4,
+               o_started pg_catalog.float8, o_ended pg_catalog.float8)
+LANGUAGE plpgsql VOLATILE SECURITY INVOKER AS $h$
+DECLARE
+  v_ok pg_catalog.bool;
+BEGIN
+  IF EXISTS (SELECT FROM pg_catalog.pg_class c WHERE CASE WHEN c.relkind OPERATOR(pg_catalog.=) 'S'
+             THEN pg_catalog.has_sequence_privilege(c.oid, 'USAGE, UPDATE') ELSE false END) THEN
+    RETURN;
+  END IF;
+  FOR i IN 1 .. pg_catalog.cardinality(p_tests) LOOP
+    v_ok := false;
+    o_state := NULL;
+    o_msg := NULL;
+    o_started := pg_catalog.date_part('epoch', pg_catalog.clock_timestamp());
+    BEGIN
+      EXECUTE p_tests[i];
+      v_ok := true;
+      RAISE SQLSTATE 'PBOK0';
+    EXCEPTION WHEN assert_failure OR others THEN
+      IF NOT v_ok THEN
+        GET STACKED DIAGNOSTICS o_state = RETURNED_SQLSTATE, o_msg = MESSAGE_TEXT;
+      END IF;
+    END;
+    o_ended := pg_catalog.date_part('epoch', pg_catalog.clock_timestamp());
+    PERFORM pg_catalog.pg_advisory_unlock_all();
+    DEALLOCATE ALL;
+    o_ok := v_ok;
+    o_len := pg_catalog.length(o_msg);
+    o_msg := pg_catalog.left(o_msg, 4000);
+    RETURN NEXT;
+  END LOOP;
+END
+$h$"""
+_BATCH_CALL = f"SELECT * FROM {HARNESS_SCHEMA}.run_tests(%s::pg_catalog.text[])"
+#: SQLSTATE classes whose errors may read differently inside the batch runner than in a test run
+#: on its own (transaction state, savepoints, resources, stack depth, features refused inside a
+#: function, the server's own failures): such a test is run again on its own.
+_BATCH_UNSURE = ("08", "0A", "25", "2D", "3B", "40", "53", "54", "57", "58", "F0", "XX")
+#: Longest error message a batch reports as is (a longer one is clipped like in ``run``, where
+#: the clip depends on the whole message: run on its own).
+_BATCH_MESSAGE = 3000
+
 
 def _clip_text(text: str, limit: int = MAX_MESSAGE) -> str:
     return text if len(text) <= limit else f"{text[:limit]} ... <{len(text) - limit} more characters>"
@@ -281,6 +341,25 @@ def _rows_as_server_text(conn: psycopg.Connection[Any]) -> None:
         conn.adapters.register_loader(info.oid, TextLoader)
         if info.array_oid:
             conn.adapters.register_loader(info.array_oid, TextLoader)
+
+
+def _batch_error(stmt: Statement, state: str | None, msg: str | None, length: str | None) -> DbError | None:
+    """A failed batch test's error as ``run`` reports it, or None where that is not certain.
+
+    ``run`` shows the first line of the driver's text of the error, which is the primary message
+    with its leading blanks dropped, followed by the server's DETAIL/CONTEXT lines: the same first
+    line, unless the message is blank, ends that line in blanks, is long enough to be clipped, or
+    holds characters whose reading depends on the client encoding.
+    """
+    if not state or state[:2] in _BATCH_UNSURE or msg is None or not length:
+        return None
+    if int(length) > _BATCH_MESSAGE or not msg.isascii():
+        return None
+    text = msg.lstrip()
+    first = text.splitlines()[0] if text else ""
+    if not first or first != first.rstrip():
+        return None
+    return DbError(first, state, classify(state, "test"), stmt.line)
 
 
 class _Watchdog:
@@ -356,6 +435,12 @@ class PostgresSession(Session):
         self.backend_pid: int | None = None
         self._out = OutputCapture(self.backend.settings.database.max_output)
         self._capture = False
+        #: Set while a batch runs (``run_batch``), and whether a notice ``run`` would have
+        #: captured arrived meanwhile (it cannot be told which test printed it).
+        self._batching = False
+        self._batch_noticed = False
+        #: Batches run and discarded, tests a batch decided and tests it left to ``run``.
+        self.batch_counts: collections.Counter[str] = collections.Counter()
         self._in_task = False
         self._broken_isolation = False
         self._savepoint: str | None = None
@@ -393,6 +478,10 @@ class PostgresSession(Session):
     def _on_notice(self, diag: psycopg.errors.Diagnostic) -> None:
         # Only what the answer printed (RAISE ...), not server chatter such as
         # "function f() does not exist, skipping".
+        if self._batching:
+            if "at RAISE" in (diag.context or ""):
+                self._batch_noticed = True
+            return
         if not self._capture or self._out.truncated or "at RAISE" not in (diag.context or ""):
             return
         self._out.append(_notice_text(diag, self._out.limit - self._out.chars + 1))
@@ -519,6 +608,89 @@ class PostgresSession(Session):
                                            classify(None, phase), None)
             result.duration_s = time.monotonic() - t0
         return result
+
+    # ----------------------------------------------------------------- batches
+    @staticmethod
+    def batch_statement(script: str) -> Statement | None:
+        """The one ``DO`` statement ``script`` is, if the batch runner may run it (a ``DO`` block
+        returns no rows, and ``run`` would send it as it is)."""
+        statements = split(script, "postgres")
+        if len(statements) != 1:
+            return None
+        stmt = statements[0]
+        return stmt if stmt.kind != "client" and stmt.first_words(1) == "DO" else None
+
+    def run_batch(self, scripts: Sequence[str]) -> list[BatchResult | None] | None:
+        """Run the ``DO`` scripts among ``scripts`` as isolated tests in one server call.
+
+        The call is one statement under the session's statement timeout and the watchdog, in a
+        savepoint rolled back (with the advisory-lock and prepared-statement cleanup) like an
+        isolated test's. The whole batch is discarded (None) when anything about it is unusual:
+        cancelled or timed out, the watchdog fired, a sequence it could advance, the task's time
+        budget close, the session left odd; a lost connection raises as in ``run``. A test's
+        result is None (run it on its own) when its error might read differently there: a
+        notice was printed during the batch, a long or non-ASCII message, an SQLSTATE of
+        ``_BATCH_UNSURE``.
+        """
+        if not self.backend.batch_runner or self.conn is None or self.conn.closed or not self._in_task:
+            return None
+        statements = [self.batch_statement(s) for s in scripts]
+        chosen = [i for i, stmt in enumerate(statements) if stmt is not None]
+        if len(chosen) < 2:
+            return None
+        timeout = self.backend.settings.database.timeout
+        if self.deadline is not None and self.deadline - time.monotonic() < timeout + 2.0:
+            return None  # near the task's time budget: test by test, as the budget is kept there
+        try:
+            self._exec("SAVEPOINT plsql_batch")
+        except _SessionBroken:
+            return None  # the tests run on their own and meet (and report) the same state
+        self.batch_counts["calls"] += 1
+        rows: list[tuple[Any, ...]] | None = None
+        watchdog = self._watchdog
+        self._batching, self._batch_noticed = True, False
+        t0 = time.monotonic()
+        try:
+            watchdog.arm(timeout)
+            try:
+                with self.conn.cursor() as cur:
+                    texts = [statements[i].text for i in chosen]  # type: ignore[union-attr]
+                    cur.execute(_BATCH_CALL, (texts,))
+                    rows = cur.fetchall()
+            finally:
+                watchdog.disarm()
+        except (psycopg.Error, UnicodeError, ValueError, OverflowError) as exc:
+            if self._lost():
+                raise self._lost_error(exc, "running a batch of tests") from exc
+            rows = None
+        finally:
+            self._batching = False
+        elapsed = time.monotonic() - t0
+        idle = self.conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
+        try:
+            self._after_script("plsql_batch", keep=False)
+        except (_SessionBroken, _EndedByAnswer):
+            self.batch_counts["discarded"] += 1
+            self._restart_scope()
+            return None
+        if (rows is None or idle or watchdog.fired or elapsed >= timeout or len(rows) != len(chosen)
+                or (self.deadline is not None and time.monotonic() >= self.deadline - 1.0)):
+            self.batch_counts["discarded"] += 1
+            return None
+        out: list[BatchResult | None] = [None] * len(scripts)
+        for i, (ok, state, msg, length, started, ended) in zip(chosen, rows):
+            duration = max(float(ended) - float(started), 0.0) if started and ended else 0.0
+            if ok == "t":
+                out[i] = BatchResult(None, duration)
+            elif not self._batch_noticed:
+                stmt = statements[i]
+                assert stmt is not None
+                error = _batch_error(stmt, state, msg, length)
+                out[i] = BatchResult(error, duration) if error is not None else None
+        decided = sum(r is not None for r in out)
+        self.batch_counts["decided"] += decided
+        self.batch_counts["alone"] += len(chosen) - decided
+        return out
 
     def _runnable(self, stmt: Statement, result: Execution) -> bool:
         if stmt.kind == "client":
@@ -689,6 +861,8 @@ class PostgresBackend(Backend):
         self.pinned_options = ""
         #: pg_db_role_setting rows of the candidate and the database as provisioned.
         self._role_settings: list[tuple[Any, ...]] = []
+        #: Whether the harness's batch runner exists in this database (``_install_batch_runner``).
+        self.batch_runner = False
 
     # ----------------------------------------------------------------- lifecycle
     @property
@@ -788,6 +962,7 @@ class PostgresBackend(Backend):
         ):
             self.admin.execute(stmt)
         self._restrict_candidate()
+        self._install_batch_runner()
         if self.settings.database.kind == "embedded":
             # A throwaway cluster: no fsync. Commits stay synchronous, so fixtures loaded before
             # the server is killed are still there after its restart.
@@ -837,6 +1012,27 @@ class PostgresBackend(Backend):
         ).fetchone()
         if bad and bad[0]:
             raise UsageError(f"the candidate role {self.role} must be an unprivileged role, but it is/has {bad[0]}")
+
+    def _install_batch_runner(self) -> None:
+        """The harness's batch runner (``_BATCH_SQL``) in a schema the candidate may only use.
+
+        Without it (a ``--plsql-dsn`` user that cannot create it) every test runs on its own.
+        """
+        assert self.admin is not None
+        schema, role = pgsql.Identifier(HARNESS_SCHEMA), pgsql.Identifier(self.role)
+        try:
+            with self.admin.transaction():
+                self.admin.execute(pgsql.SQL("CREATE SCHEMA {}").format(schema))
+                self.admin.execute(pgsql.SQL(_BATCH_SQL).format(schema=schema))
+                runner = pgsql.SQL("{}.run_tests(pg_catalog.text[])").format(schema)
+                self.admin.execute(pgsql.SQL("REVOKE ALL ON FUNCTION {} FROM PUBLIC").format(runner))
+                self.admin.execute(pgsql.SQL("GRANT USAGE ON SCHEMA {} TO {}").format(schema, role))
+                self.admin.execute(pgsql.SQL("GRANT EXECUTE ON FUNCTION {} TO {}").format(runner, role))
+            self.batch_runner = True
+        except psycopg.Error as exc:
+            log.warning("no batch runner (%s): every test runs in its own round trips",
+                        _one_line(exc))
+            self.batch_runner = False
 
     def _current_role_settings(self) -> list[tuple[Any, ...]]:
         assert self.admin is not None

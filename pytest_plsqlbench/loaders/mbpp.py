@@ -76,15 +76,18 @@ def _write_atomic(path: Path, lines: list[str]) -> None:
 
 
 def _read(path: Path) -> list[Task]:
+    # Line by line: the whole file as one string (plus its lines) took ~150 MB more at peak
+    # than the tasks themselves on MBPP+ (one non-ASCII character widens every character).
     tasks = []
-    for lineno, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
-        if line.strip():
-            try:
-                tasks.append(task_from_dict(json.loads(line)))
-            except (ValueError, KeyError, TypeError) as exc:
-                raise DataError(
-                    f"{path}:{lineno}: corrupt cached conversion ({exc}); delete the file"
-                ) from None
+    with path.open(encoding="utf-8") as lines:
+        for lineno, line in enumerate(lines, 1):
+            if line.strip():
+                try:
+                    tasks.append(task_from_dict(json.loads(line)))
+                except (ValueError, KeyError, TypeError) as exc:
+                    raise DataError(
+                        f"{path}:{lineno}: corrupt cached conversion ({exc}); delete the file"
+                    ) from None
     return tasks
 
 

@@ -1,0 +1,104 @@
+"""The task scheduler hands out whole tasks and forgets finished ones (issue 12: -n scaling).
+
+xdist's loadscope looked up every handed-out item with ``list.index`` and, on every finished
+item, summed the pending items of every task the worker ever had; ``TaskScheduling`` keeps the
+same protocol with bookkeeping that does not grow with the run. Driven here with stand-in worker
+nodes, as xdist's own tests drive its schedulers.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from pytest_plsqlbench.scheduler import TaskScheduling
+
+
+class Node:
+    """A stand-in xdist worker: records what it is asked to run."""
+
+    def __init__(self, name: str) -> None:
+        self.gateway = type("Gateway", (), {"id": name})()
+        self.sent: list[list[int]] = []
+        self.shutting_down = False
+
+    def send_runtest_some(self, indices: list[int]) -> None:
+        self.sent.append(list(indices))
+
+    def shutdown(self) -> None:
+        self.shutting_down = True
+
+
+def collection(tasks: int, tests: int) -> list[str]:
+    return [f"mbpp-plus/t{t:03d}/case-{c:03d}" for t in range(tasks) for c in range(tests)]
+
+
+def scheduler(pytestconfig: pytest.Config, nodes: list[Node], items: list[str]) -> TaskScheduling:
+    sched = TaskScheduling(pytestconfig)
+    for node in nodes:
+        sched.add_node(node)
+        sched.add_node_collection(node, items)
+    sched.schedule()
+    return sched
+
+
+def drain(sched: TaskScheduling, nodes: list[Node], items: list[str]) -> dict[str, list[str]]:
+    """Finish every item sent, in order, until no node has work; what each node ran."""
+    ran: dict[str, list[str]] = {n.gateway.id: [] for n in nodes}
+    done = {n.gateway.id: 0 for n in nodes}
+    progress = True
+    while progress:
+        progress = False
+        for node in nodes:
+            queue = [i for batch in node.sent for i in batch]
+            while done[node.gateway.id] < len(queue):
+                index = queue[done[node.gateway.id]]
+                done[node.gateway.id] += 1
+                ran[node.gateway.id].append(items[index])
+                sched.mark_test_complete(node, index)
+                progress = True
+                # The worker's bookkeeping holds only tasks with items still to run.
+                assert all(not all(unit.values()) for unit in sched.assigned_work[node].values())
+                queue = [i for batch in node.sent for i in batch]
+    return ran
+
+
+@pytest.fixture(autouse=True)
+def two_workers(pytestconfig: pytest.Config, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(pytestconfig.option, "tx", ["popen//id=gw0", "popen//id=gw1"], raising=False)
+    monkeypatch.setattr(pytestconfig.option, "numprocesses", 2, raising=False)
+
+
+def test_every_item_runs_once_with_its_task_on_one_worker(pytestconfig: pytest.Config) -> None:
+    items = collection(tasks=9, tests=7)
+    nodes = [Node("gw0"), Node("gw1")]
+    sched = scheduler(pytestconfig, nodes, items)
+    ran = drain(sched, nodes, items)
+    every = [nodeid for r in ran.values() for nodeid in r]
+    assert sorted(every) == sorted(items)
+    assert all(ran.values()), ran  # both workers got work
+    for node_items in ran.values():
+        tasks = [nodeid.rsplit("/", 1)[0] for nodeid in node_items]
+        # A task's items on one worker, in collection order, one task after another.
+        assert node_items == sorted(node_items)
+        assert all(tasks.count(t) == 7 for t in set(tasks))
+    assert sched.tests_finished and not sched.has_pending
+    assert all(n.shutting_down for n in nodes)
+
+
+def test_a_crashed_worker_leaves_only_its_unfinished_task_to_run_again(pytestconfig: pytest.Config) -> None:
+    items = collection(tasks=6, tests=4)
+    nodes = [Node("gw0"), Node("gw1")]
+    sched = scheduler(pytestconfig, nodes, items)
+    first = nodes[0].sent[0]
+    for index in first[:2]:  # gw0 finishes two items of its first task, then dies
+        sched.mark_test_complete(nodes[0], index)
+    crashed = sched.remove_node(nodes[0])
+    assert crashed == items[first[2]]
+    requeued: dict[str, Any] = dict(sched.workqueue)
+    task = items[first[0]].rsplit("/", 1)[0]
+    assert requeued[task] == {items[i]: n < 2 for n, i in enumerate(first)}
+    # The survivor runs the rest, the re-queued task's remaining items included.
+    ran = drain(sched, nodes[1:], items)
+    assert set(items[i] for i in first[2:]) <= set(ran["gw1"])
