@@ -23,7 +23,7 @@ TIMEOUT = 1.0
 
 @pytest.fixture(scope="module")
 def backend() -> Iterator[PostgresBackend]:
-    b = PostgresBackend(Settings(subsets=(), timeout=TIMEOUT), worker="batch-hostile")
+    b = PostgresBackend(Settings.of(subsets=(), timeout=TIMEOUT), worker="batch-hostile")
     b.start()
     try:
         yield b

@@ -62,7 +62,7 @@ VARIANTS = {
 
 @pytest.fixture(scope="module")
 def backend() -> Iterator[PostgresBackend]:
-    b = PostgresBackend(Settings(subsets=(), timeout=5.0), worker="batch-outcomes")
+    b = PostgresBackend(Settings.of(subsets=(), timeout=5.0), worker="batch-outcomes")
     b.start()
     try:
         yield b
