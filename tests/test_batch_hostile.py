@@ -15,20 +15,16 @@ import pytest
 from pytest_plsqlbench import outcomes
 from pytest_plsqlbench.dialects.postgres import HARNESS_SCHEMA, PostgresBackend
 from pytest_plsqlbench.runner import TaskRun
-from pytest_plsqlbench.settings import Settings
 from pytest_plsqlbench.tasks import Task, Turn, UnitTest
+from embedded import started_backend
 
 TIMEOUT = 1.0
 
 
 @pytest.fixture(scope="module")
 def backend() -> Iterator[PostgresBackend]:
-    b = PostgresBackend(Settings.of(subsets=(), timeout=TIMEOUT), worker="batch-hostile")
-    b.start()
-    try:
+    with started_backend("batch-hostile", timeout=TIMEOUT) as b:
         yield b
-    finally:
-        b.stop()
 
 
 def check(expr: str, label: str) -> str:

@@ -19,8 +19,8 @@ import pytest
 
 from pytest_plsqlbench.dialects.postgres import PostgresBackend
 from pytest_plsqlbench.runner import TaskRun
-from pytest_plsqlbench.settings import Settings
 from pytest_plsqlbench.tasks import Task
+from embedded import started_backend
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "benchmarks"))
@@ -62,12 +62,8 @@ VARIANTS = {
 
 @pytest.fixture(scope="module")
 def backend() -> Iterator[PostgresBackend]:
-    b = PostgresBackend(Settings.of(subsets=(), timeout=5.0), worker="batch-outcomes")
-    b.start()
-    try:
+    with started_backend("batch-outcomes", timeout=5.0) as b:
         yield b
-    finally:
-        b.stop()
 
 
 @pytest.fixture(scope="module")

@@ -11,8 +11,8 @@ import pytest
 
 from pytest_plsqlbench.dialects.postgres import PostgresBackend
 from pytest_plsqlbench.runner import evaluate_task
-from pytest_plsqlbench.settings import Settings
 from pytest_plsqlbench.tasks import Task, Turn, UnitTest
+from embedded import started_backend
 
 from integrity_subset import run_plugin, write_subset
 
@@ -22,12 +22,8 @@ BUDGET = 3.0
 
 @pytest.fixture(scope="module")
 def backend() -> Iterator[PostgresBackend]:
-    b = PostgresBackend(Settings.of(subsets=(), timeout=TIMEOUT, task_timeout=BUDGET), worker="integrity-budget")
-    b.start()
-    try:
+    with started_backend("integrity-budget", timeout=TIMEOUT, task_timeout=BUDGET) as b:
         yield b
-    finally:
-        b.stop()
 
 
 def task(n_tests: int, script: str = "SELECT f();") -> Task:

@@ -17,8 +17,8 @@ from pytest_plsqlbench import outcomes
 from pytest_plsqlbench.dialects.base import Backend, Execution, Session
 from pytest_plsqlbench.dialects.postgres import PostgresBackend, SessionLost
 from pytest_plsqlbench.runner import TaskRun, evaluate_task
-from pytest_plsqlbench.settings import Settings
 from pytest_plsqlbench.tasks import Task, Turn, UnitTest
+from embedded import started_backend
 
 from integrity_subset import run_plugin, write_subset
 
@@ -28,12 +28,8 @@ HARNESS_LOOKING = ("XX000", "XX001", "58000", "58030", "08006", "08000", "57P01"
 
 @pytest.fixture(scope="module")
 def backend() -> Iterator[PostgresBackend]:
-    b = PostgresBackend(Settings.of(subsets=(), timeout=2.0), worker="integrity-infra")
-    b.start()
-    try:
+    with started_backend("integrity-infra", timeout=2.0) as b:
         yield b
-    finally:
-        b.stop()
 
 
 def clamp_task() -> Task:

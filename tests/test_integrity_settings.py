@@ -13,8 +13,8 @@ import pytest
 
 from pytest_plsqlbench.dialects.postgres import PINNED_SETTINGS, PostgresBackend
 from pytest_plsqlbench.runner import evaluate_task
-from pytest_plsqlbench.settings import Settings
 from pytest_plsqlbench.tasks import Task, Turn, UnitTest
+from embedded import started_backend
 
 from integrity_subset import by_test, run_plugin, write_subset
 
@@ -45,12 +45,8 @@ CANARY_SCRIPT = (
 
 @pytest.fixture(scope="module")
 def backend() -> Iterator[PostgresBackend]:
-    b = PostgresBackend(Settings.of(subsets=(), timeout=2.0), worker="integrity-settings")
-    b.start()
-    try:
+    with started_backend("integrity-settings", timeout=2.0) as b:
         yield b
-    finally:
-        b.stop()
 
 
 def expected_canary() -> str:

@@ -13,8 +13,8 @@ import pytest
 
 from pytest_plsqlbench.dialects.postgres import PostgresBackend
 from pytest_plsqlbench.runner import evaluate_task
-from pytest_plsqlbench.settings import Settings
 from pytest_plsqlbench.tasks import Fixture, Task, Turn, UnitTest
+from embedded import started_backend
 
 from integrity_subset import by_test, run_plugin, write_subset
 
@@ -75,12 +75,8 @@ HOSTILE = {
 
 @pytest.fixture(scope="module")
 def backend() -> Iterator[PostgresBackend]:
-    b = PostgresBackend(Settings.of(subsets=(), timeout=2.0), worker="integrity-shadow")
-    b.start()
-    try:
+    with started_backend("integrity-shadow", timeout=2.0) as b:
         yield b
-    finally:
-        b.stop()
 
 
 def task(name: str, script: str, expected: str) -> Task:

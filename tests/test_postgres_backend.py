@@ -10,20 +10,16 @@ import pytest
 
 from pytest_plsqlbench.dialects.postgres import PostgresBackend, classify
 from pytest_plsqlbench.runner import TaskRun, evaluate_task
-from pytest_plsqlbench.settings import Settings
 from pytest_plsqlbench.tasks import Fixture, Task, Turn, UnitTest
+from embedded import started_backend
 
 TIMEOUT = 1.5
 
 
 @pytest.fixture(scope="module")
 def backend() -> Iterator[PostgresBackend]:
-    b = PostgresBackend(Settings.of(subsets=(), timeout=TIMEOUT, max_output=200), worker="backendtest")
-    b.start()
-    try:
+    with started_backend("backendtest", timeout=TIMEOUT, max_output=200) as b:
         yield b
-    finally:
-        b.stop()
 
 
 def one_test_task(script: str, expected: tuple[str, ...] | None = None, fixtures: tuple[Fixture, ...] = ()) -> Task:

@@ -29,6 +29,7 @@ from pytest_plsqlbench.procarena.loader import load, spec_of
 from pytest_plsqlbench.procarena.spec import SpecError, parse
 from pytest_plsqlbench.settings import Settings
 from pytest_plsqlbench.tasks import Task
+from embedded import started_backend
 
 REPO = Path(__file__).resolve().parent.parent
 DATA = REPO / "tests" / "procarena_data"
@@ -202,14 +203,9 @@ def test_sample_prompts_never_show_hidden_fields() -> None:
 # --------------------------------------------------------------------------- judge (PostgreSQL)
 @pytest.fixture(scope="module")
 def backend() -> Iterator[object]:
-    from pytest_plsqlbench.dialects.postgres import PostgresBackend
 
-    b = PostgresBackend(Settings.of(subsets=(), timeout=10), worker="procarenatest")
-    b.start()
-    try:
+    with started_backend("procarenatest", timeout=10) as b:
         yield b
-    finally:
-        b.stop()
 
 
 def test_reference_passes_and_mutants_fail(backend: object) -> None:

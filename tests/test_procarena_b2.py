@@ -23,6 +23,7 @@ from pytest_plsqlbench.procarena.perf import metrics as bm
 from pytest_plsqlbench.procarena.perf import scale as sc
 from pytest_plsqlbench.procarena.perf import timing, work
 from pytest_plsqlbench.procarena.perf.catalog import Column, ForeignKey, Schema, Table
+from embedded import started_backend
 
 REPO = Path(__file__).resolve().parent.parent
 CLINIC_B2 = REPO / "tasks" / "procarena-sample" / "postgres" / "b2_002.yaml"
@@ -274,15 +275,9 @@ def test_oracle_work_counter_from_session_statistics() -> None:
 # --------------------------------------------------------------------------- PostgreSQL
 @pytest.fixture(scope="module")
 def backend() -> Iterator[Any]:
-    from pytest_plsqlbench.dialects.postgres import PostgresBackend
-    from pytest_plsqlbench.settings import Settings
 
-    b = PostgresBackend(Settings.of(subsets=(), timeout=60), worker="b2test")
-    b.start()
-    try:
+    with started_backend("b2test", timeout=60) as b:
         yield b
-    finally:
-        b.stop()
 
 
 @pytest.fixture(scope="module")

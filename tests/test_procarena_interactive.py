@@ -29,6 +29,7 @@ from pytest_plsqlbench.procarena.judge import evaluate
 from pytest_plsqlbench.procarena.loader import load, spec_of
 from pytest_plsqlbench.settings import Settings
 from pytest_plsqlbench.tasks import Task
+from embedded import started_backend
 
 REPO = Path(__file__).resolve().parent.parent
 INTERACTIVE = REPO / "tasks" / "procarena-sample-interactive.yaml"
@@ -141,14 +142,9 @@ def test_ledger_simulator_answers_from_matched_entries_only(task: Task) -> None:
 # --------------------------------------------------------------------------- episodes (stub + PostgreSQL)
 @pytest.fixture(scope="module")
 def backend() -> Iterator[Any]:
-    from pytest_plsqlbench.dialects.postgres import PostgresBackend
 
-    b = PostgresBackend(Settings.of(subsets=(), timeout=10), worker="interactivetest")
-    b.start()
-    try:
+    with started_backend("interactivetest", timeout=10) as b:
         yield b
-    finally:
-        b.stop()
 
 
 @pytest.fixture

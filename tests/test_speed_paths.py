@@ -16,20 +16,16 @@ import pytest
 from pytest_plsqlbench.dialects.postgres import PostgresBackend
 from pytest_plsqlbench.runner import evaluate_task
 from pytest_plsqlbench.scripts import first_keyword, split
-from pytest_plsqlbench.settings import Settings
 from pytest_plsqlbench.tasks import Task, Turn, UnitTest
+from embedded import started_backend
 
 TIMEOUT = 1.0
 
 
 @pytest.fixture(scope="module")
 def backend() -> Iterator[PostgresBackend]:
-    b = PostgresBackend(Settings.of(subsets=(), timeout=TIMEOUT), worker="speedpaths")
-    b.start()
-    try:
+    with started_backend("speedpaths", timeout=TIMEOUT) as b:
         yield b
-    finally:
-        b.stop()
 
 
 def task(*scripts: str, expected: tuple[str, ...] | None = None) -> Task:
