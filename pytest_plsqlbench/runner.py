@@ -28,10 +28,9 @@ from typing import Callable, Iterator, Protocol, Sequence
 
 from . import outcomes
 from .answers import Answer
-from .dialects.base import Backend
+from .dialects.base import Backend, Execution
 from .episode import Episode
 from .errors import FixtureError, InfrastructureError
-from .dialects.base import Execution
 from .judges import DEFAULT as DEFAULT_JUDGES
 from .judges import AssertJudge, JudgeContext, JudgeRegistry
 from .outcomes import TestOutcome
