@@ -121,7 +121,7 @@ class TaskRun:
         self.spent = 0.0
         #: --plsql-missing: "fail" scores a missing answer, "exclude" leaves it out.
         self.missing = missing
-        #: Run a turn's ``assert`` tests in one server call where the session can (``_from_batch``).
+        #: Run a turn's ``assert`` tests in one round trip where the session can (``_from_batch``).
         self.batch = batch and task.answer_mode == "install" and not any(
             self.judges[test.kind].mode == "cumulative" for turn in task.turns for test in turn.tests)
         #: Outcomes a batch decided, until their items ask for them; turns already batched.
@@ -231,11 +231,14 @@ class TaskRun:
         return None
 
     def _run_install(self, state: TurnState, index: int, code: str, failure: str) -> None:
-        execution = self.backend.session().run(code, isolated=False, phase="install")
+        session = self.backend.session()
+        execution = session.run(code, isolated=False, phase="install")
         state.notes = list(execution.notes)
-        if not execution.ok:
-            assert execution.error is not None
-            err = execution.error
+        err = execution.error
+        if err is None and any(t.kind == "assert" for t in self.task.turns[index - 1].tests):
+            err = session.before_assert_tests()
+            failure = "the answer cannot be tested" if err is not None else failure
+        if err is not None:
             state.blocked = TestOutcome(index, "", False, err.failure_class, f"{failure}: {err.short()}", error_code=err.code)
 
     def _safety_check(self, index: int, code: str) -> str | None:
@@ -308,8 +311,8 @@ class TaskRun:
         """The test's outcome from a batch of its turn's ``assert`` tests, or None (run it alone).
 
         Once a turn's answer is installed (its first test ran on its own), the next ``assert``
-        test runs that test and the turn's later ``assert`` tests in one server call
-        (:meth:`Session.run_batch`), each in its own always-rolled-back subtransaction. Every
+        test runs that test and the turn's later ``assert`` tests in one round trip
+        (:meth:`Session.run_batch`), each undone as on its own. Every
         outcome the session is not certain of, and the whole batch when anything about it was
         unusual, is left to the ordinary path, so each item's outcome is the one it would have
         had on its own. The batch's time counts against the task's budget.

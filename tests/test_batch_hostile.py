@@ -1,19 +1,21 @@
-"""Hostile answers against the batch runner (issue 12's one-call path for ``assert`` tests).
+"""Hostile answers against the batch path (issue 12's one-round-trip path for ``assert`` tests).
 
-Each answer here tries something against ``plsqlbench_harness.run_tests``: forging a pass by
-raising the runner's own SQLSTATE, looping in one test, changing session state one test leaves
-for the next, shadowing the runner by name. Each must get exactly the outcomes it gets with every
-test run on its own (``batch=False``), and none of them a pass it did not earn.
+Each answer here tries something against a batch of tests: forging a pass by raising any
+SQLSTATE, looping in one test, changing session state one test leaves for the next, reading the
+test that calls it (and so the expected value) from wherever a function can see its caller.
+Each must get exactly the outcomes it gets with every test run on its own (``batch=False``), and
+none of them a pass it did not earn.
 """
 
 from __future__ import annotations
 
 from typing import Any, Iterator
 
+import psycopg
 import pytest
 
 from pytest_plsqlbench import outcomes
-from pytest_plsqlbench.dialects.postgres import HARNESS_SCHEMA, PostgresBackend
+from pytest_plsqlbench.dialects.postgres import PostgresBackend
 from pytest_plsqlbench.runner import TaskRun
 from pytest_plsqlbench.tasks import Task, Turn, UnitTest
 from embedded import started_backend
@@ -98,7 +100,7 @@ def test_an_endless_loop_in_one_test_times_out_that_test_only(backend: PostgresB
     got, did = both_paths(backend, double_task(), answer)
     assert passed(got) == {**{f"x{x}": True for x in range(1, 7)}, "x4": False}
     assert [cls for test_id, _, cls, *_ in got if test_id == "x4"] == [outcomes.TIMEOUT]
-    assert did["discarded"] == 1, did  # the batch was cancelled; every test ran on its own
+    assert did["discarded"] == 0 and did["decided"] == 5, did  # the server's own statement timeout, per test
 
 
 def test_a_loop_that_swallows_the_cancel_is_ended_and_timed_out(backend: PostgresBackend) -> None:
@@ -140,46 +142,94 @@ def test_session_state_one_test_leaves_is_gone_for_the_next(backend: PostgresBac
 
 
 def test_a_sequence_the_answer_can_advance_keeps_its_tests_apart(backend: PostgresBackend) -> None:
-    # nextval is never rolled back: with a batch, every test would see the values the tests
-    # before it drew. The batch runner refuses such a session; each test runs on its own.
+    # nextval is never rolled back: a test run again after its batch would see the values the
+    # tests after it drew. No batch for such a session; each test runs on its own.
     answer = ("CREATE SEQUENCE calls; " + plpgsql("RETURN 2 * x + 0 * pg_catalog.nextval('calls');")
               + " CREATE FUNCTION calls_so_far() RETURNS bigint LANGUAGE sql AS 'SELECT last_value FROM calls';")
     task = double_task(3, check("calls_so_far() = 1", "fresh sequence"))
     got, did = both_paths(backend, task, answer)
-    assert did["discarded"] == 1 and did["decided"] == 0, did
+    assert did["calls"] == 0 and did["decided"] == 0, did
     assert passed(got) == {"x1": True, "x2": True, "x3": True, "e1": False}
 
 
-@pytest.mark.parametrize("where", ["answers", "pg_temp", HARNESS_SCHEMA, "public"])
-def test_a_runner_named_function_of_the_answer_is_never_called(backend: PostgresBackend, where: str) -> None:
-    # A wrong answer plus its own run_tests that reports every test passed.
-    fake = (f"CREATE FUNCTION {where}.run_tests(p pg_catalog.text[]) RETURNS TABLE (o_ok bool, o_state text, "
-            "o_msg text, o_len int, o_started float8, o_ended float8) LANGUAGE sql "
-            "AS $r$ SELECT true, NULL::text, NULL::text, NULL::int, 0::float8, 0::float8 "
-            "FROM pg_catalog.generate_series(1, pg_catalog.cardinality(p)) $r$;")
-    answer = plpgsql("RETURN x + 1;") + "\n" + fake
-    got, did = both_paths(backend, double_task(), answer)
-    if where in ("answers", "pg_temp"):
-        # It installs, and changes nothing: only x = 1 is right.
-        assert passed(got) == {"x1": True, **{f"x{x}": False for x in range(2, 7)}}
-        assert did["decided"] == 5, did
-    else:
-        # The candidate cannot create there: the install fails, every test with it.
-        assert not any(ok for _, ok, *_ in got)
-        assert {cls for _, _, cls, *_ in got} == {outcomes.UNSAFE}
+#: An answer that looks everywhere a PostgreSQL function can see what called it -- the session's
+#: current query, its row in pg_stat_activity, PG_CONTEXT, an exception's context -- for its own
+#: call and the number the test compares it with, and returns that number; x + 100 otherwise.
+PEEK = r"""
+DECLARE t text := ''; part text; m text[];
+BEGIN
+  BEGIN t := t || coalesce(pg_catalog.current_query(), ''); EXCEPTION WHEN others THEN NULL; END;
+  BEGIN
+    t := t || coalesce((SELECT pg_catalog.string_agg(a.query, ' ') FROM pg_catalog.pg_stat_activity a
+                        WHERE a.pid = pg_catalog.pg_backend_pid()), '');
+  EXCEPTION WHEN others THEN NULL;
+  END;
+  GET DIAGNOSTICS part = PG_CONTEXT;
+  t := t || part;
+  BEGIN RAISE EXCEPTION 'peek'; EXCEPTION WHEN others THEN GET STACKED DIAGNOSTICS part = PG_EXCEPTION_CONTEXT; END;
+  t := t || part;
+  m := pg_catalog.regexp_match(t, 'double_it\(' || x || '\).*?(?:FROM|<>|=)\s*(\d+)');
+  IF m IS NOT NULL THEN RETURN m[1]::integer; END IF;
+  RETURN x + 100;
+END"""
 
 
-def test_the_runner_cannot_be_replaced_or_altered_by_the_answer(backend: PostgresBackend) -> None:
-    for attempt in (
-        f"CREATE OR REPLACE FUNCTION {HARNESS_SCHEMA}.run_tests(p text[]) RETURNS SETOF record LANGUAGE sql AS 'SELECT 1';",
-        f"ALTER FUNCTION {HARNESS_SCHEMA}.run_tests(text[]) RENAME TO old_runner;",
-        f"DROP SCHEMA {HARNESS_SCHEMA} CASCADE;",
-    ):
-        got, _ = both_paths(backend, double_task(2), plpgsql("RETURN 2 * x;") + "\n" + attempt)
-        assert {cls for _, _, cls, *_ in got} == {outcomes.UNSAFE}, attempt
-    # ... and it still runs the next task's tests.
-    got, did = both_paths(backend, double_task(), plpgsql("RETURN 2 * x;"))
-    assert all(ok for _, ok, *_ in got) and did["decided"] == 5, did
+def peeking_answer(volatility: str, via_sql: bool) -> str:
+    if not via_sql:
+        return f"CREATE FUNCTION double_it(x integer) RETURNS integer LANGUAGE plpgsql {volatility} AS $f$ {PEEK} $f$;"
+    # An SQL function (inlined or folded by the planner) over a volatile PL/pgSQL one.
+    return (f"CREATE FUNCTION peek(x integer) RETURNS integer LANGUAGE plpgsql AS $f$ {PEEK} $f$;\n"
+            f"CREATE FUNCTION double_it(x integer) RETURNS integer LANGUAGE sql {volatility} AS 'SELECT peek(x)';")
+
+
+#: Test shapes: the call and the expected value in one condition (hand-written tasks), in an
+#: expression PL/pgSQL runs as a query, and the converter's assignment-then-compare.
+SHAPES = {
+    "condition": lambda x: f"DO $t$ BEGIN IF double_it({x}) IS DISTINCT FROM {2 * x} THEN RAISE EXCEPTION 'x{x} failed'; END IF; END $t$;",
+    "converted": lambda x: (f"DO $t$ DECLARE v_actual integer; BEGIN v_actual := double_it({x}); "
+                            f"IF v_actual IS DISTINCT FROM {2 * x} THEN RAISE EXCEPTION 'x{x} failed'; END IF; END $t$;"),
+    "sql-block": lambda x: (f"DO $t$ DECLARE v_actual integer; BEGIN v_actual := double_it({x}); "
+                            f"DECLARE other integer := {2 * x}; BEGIN IF v_actual <> other THEN "
+                            f"RAISE EXCEPTION 'x{x} failed'; END IF; END; END $t$;"),
+}
+
+
+def shaped_task(shape: str, n: int = 4) -> Task:
+    tests = [UnitTest(f"x{x}", "assert", SHAPES[shape](x)) for x in range(1, n + 1)]
+    return Task(id="double", subset="hostile", dialect="postgres", turns=(Turn(1, "p", tuple(tests)),),
+                entry_points=("double_it",))
+
+
+@pytest.mark.parametrize("shape", sorted(SHAPES))
+@pytest.mark.parametrize("volatility,via_sql", [("IMMUTABLE", False), ("STABLE", False), ("VOLATILE", False),
+                                                ("IMMUTABLE", True)])
+def test_an_answer_cannot_read_the_expected_value_from_the_test_that_calls_it(
+        backend: PostgresBackend, shape: str, volatility: str, via_sql: bool) -> None:
+    answer = peeking_answer(volatility, via_sql)
+    task = shaped_task(shape)
+    # The same answer, where a session may read what calls it (a superuser's), passes every test:
+    # the peeking works, so only the harness's containment can make it fail below.
+    with psycopg.connect(backend.db_dsn, autocommit=True) as admin:
+        admin.execute("BEGIN")
+        admin.execute("CREATE SCHEMA peek_control")
+        admin.execute("SET LOCAL search_path = peek_control")
+        admin.execute(answer)
+        for test in task.turns[0].tests:
+            admin.execute(test.script or "")  # raises if the peek did not find the expected value
+        admin.execute("ROLLBACK")
+    got, did = both_paths(backend, task, answer)
+    assert passed(got) == {f"x{x}": False for x in range(1, 5)}, got
+    assert {cls for _, _, cls, *_ in got} == {outcomes.WRONG_OUTPUT}
+    assert did["calls"] == 1 and did["decided"] == 3, did
+
+
+def test_the_answers_functions_are_volatile_while_assert_tests_run(backend: PostgresBackend) -> None:
+    answer = ("CREATE FUNCTION double_it(x integer) RETURNS integer LANGUAGE sql IMMUTABLE AS 'SELECT 2 * x';\n"
+              "CREATE TABLE twice(n integer); CREATE INDEX twice_doubled ON twice (double_it(n));")
+    task = double_task(2, check("(SELECT p.provolatile FROM pg_catalog.pg_proc p WHERE p.proname = 'double_it') = 'v'",
+                                "volatile"))
+    got, _ = both_paths(backend, task, answer)
+    assert all(ok for _, ok, *_ in got), got  # the answer's own expression index still installs
 
 
 @pytest.mark.parametrize("body", [

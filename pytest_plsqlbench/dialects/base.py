@@ -120,8 +120,16 @@ class Session(abc.ABC):
         :class:`~pytest_plsqlbench.errors.InfrastructureError` when the database itself fails.
         """
 
+    def before_assert_tests(self) -> DbError | None:
+        """After an answer installed, before ``assert`` tests run against it: keep the database
+        from running the answer where it could read the test that calls it (expected values and
+        all). An error: the answer cannot be tested fairly (the runner fails its turn). The
+        default: nothing (a dialect where running code cannot read the statement calling it).
+        """
+        return None
+
     def run_batch(self, scripts: Sequence[str]) -> "list[BatchResult | None] | None":
-        """Optionally run several isolated ``assert`` test scripts in one server call.
+        """Optionally run several isolated ``assert`` test scripts in one round trip.
 
         Returns one entry per script: its :class:`BatchResult`, or None where the result is not
         certain to be what :meth:`run` (``isolated=True``, phase ``test``) would give -- the

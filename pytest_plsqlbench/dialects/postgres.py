@@ -12,7 +12,9 @@ that nevertheless ends early is detected and the scratch schema rebuilt.
 
 Containment (``docs/security.md``): the candidate role has no superuser, no role
 memberships (so no ``pg_read_server_files``/``pg_execute_server_program``), no CREATE
-outside ``answers``, SELECT only on fixtures, no ``pg_terminate_backend``; its timeouts are
+outside ``answers``, SELECT only on fixtures, no ``pg_terminate_backend``, no reading of the
+statement that calls it (``current_query()``, ``pg_stat_activity``; its functions are made
+volatile before ``assert`` tests, so none runs while a test is planned); its timeouts are
 role defaults, re-asserted after every kept script and backed by a client-side watchdog;
 rows are streamed and output capped, so neither a huge result nor a flood of notices can
 exhaust the harness's memory. A connection the answer itself ended (its own idle or
@@ -29,6 +31,7 @@ import collections
 import logging
 import re
 import secrets
+import select
 import threading
 import time
 from typing import Any, Sequence
@@ -100,9 +103,13 @@ PINNED_SETTINGS = {
 #: Reported by the server after every change (GUC_REPORT) and read by the harness's lexer and
 #: driver: restored at once after any statement that changes them.
 _REPORTED_PINS = ("client_encoding", "standard_conforming_strings")
-#: Superuser-only functions' neighbours that PUBLIC may run by default but answers must not:
-#: ending its own session would pass an answer's failure off as the harness's.
-_REVOKED_FUNCTIONS = ("pg_terminate_backend",)
+#: Functions PUBLIC may run by default but answers must not: ending its own session would pass
+#: an answer's failure off as the harness's; the text of the statement running (the test that
+#: called the answer, expected values and all) would let an answer return what a test expects.
+_REVOKED_FUNCTIONS = ("pg_terminate_backend", "current_query", "pg_stat_get_activity",
+                      "pg_stat_get_backend_activity")
+#: Views over those functions, closed too (a view's functions run with the view owner's rights).
+_REVOKED_VIEWS = ("pg_stat_activity",)
 #: Disk a candidate's temporary files may use (sorts, hashes, temp tables spilling).
 TEMP_FILE_LIMIT = "1GB"
 #: A COPY that would switch the connection into the COPY sub-protocol.
@@ -243,64 +250,75 @@ EXECUTE FUNCTION public.plsqlbench_guard_end()""",
 #: Characters of a database message kept when it is received (an answer can raise megabytes).
 MAX_MESSAGE = 4000
 
-#: The schema of the harness's batch runner: owned by the harness, USAGE only for the candidate
-#: (which cannot create, replace or alter anything in it), always called schema-qualified.
-HARNESS_SCHEMA = "plsqlbench_harness"
-#: Runs each test script in its own subtransaction, which is ALWAYS rolled back, and returns one
-#: row per test. A pass is recorded in a local variable set right after ``EXECUTE`` returns, and a
-#: private exception then rolls the subtransaction back; the handler reads that variable. Nothing
-#: an answer does can set it (PL/pgSQL locals are not reachable from other code), so raising any
-#: SQLSTATE -- the private one included -- cannot forge a pass. ``assert_failure`` is caught by
-#: name (``others`` does not cover it); ``query_canceled`` is not caught at all, so a timeout
-#: aborts the whole call. What a subtransaction does not undo is undone after each test as after
-#: an isolated test (advisory locks, prepared statements); sequences are not undone by any
-#: rollback, so a session that can advance one gets no batch (zero rows). Every name is
-#: schema-qualified: nothing on the candidate's search path changes what the runner calls. The
-#: function runs as its caller (the candidate) and has no SET clause, so the tests see the
-#: session exactly as a test run on its own does.
-_BATCH_SQL = """CREATE FUNCTION {schema}.run_tests(p_tests pg_catalog.text[])
-RETURNS TABLE (o_ok pg_catalog.bool, o_state pg_catalog.text, o_msg pg_catalog.text, o_len pg_catalog.int4,
-               o_started pg_catalog.float8, o_ended pg_catalog.float8)
-LANGUAGE plpgsql VOLATILE SECURITY INVOKER AS $h$
-DECLARE
-  v_ok pg_catalog.bool;
-BEGIN
-  IF EXISTS (SELECT FROM pg_catalog.pg_class c WHERE CASE WHEN c.relkind OPERATOR(pg_catalog.=) 'S'
-             THEN pg_catalog.has_sequence_privilege(c.oid, 'USAGE, UPDATE') ELSE false END) THEN
-    RETURN;
-  END IF;
-  FOR i IN 1 .. pg_catalog.cardinality(p_tests) LOOP
-    v_ok := false;
-    o_state := NULL;
-    o_msg := NULL;
-    o_started := pg_catalog.date_part('epoch', pg_catalog.clock_timestamp());
-    BEGIN
-      EXECUTE p_tests[i];
-      v_ok := true;
-      RAISE SQLSTATE 'PBOK0';
-    EXCEPTION WHEN assert_failure OR others THEN
-      IF NOT v_ok THEN
-        GET STACKED DIAGNOSTICS o_state = RETURNED_SQLSTATE, o_msg = MESSAGE_TEXT;
-      END IF;
-    END;
-    o_ended := pg_catalog.date_part('epoch', pg_catalog.clock_timestamp());
-    PERFORM pg_catalog.pg_advisory_unlock_all();
-    DEALLOCATE ALL;
-    o_ok := v_ok;
-    o_len := pg_catalog.length(o_msg);
-    o_msg := pg_catalog.left(o_msg, 4000);
-    RETURN NEXT;
-  END LOOP;
-END
-$h$"""
-_BATCH_CALL = f"SELECT * FROM {HARNESS_SCHEMA}.run_tests(%s::pg_catalog.text[])"
-#: SQLSTATE classes whose errors may read differently inside the batch runner than in a test run
-#: on its own (transaction state, savepoints, resources, stack depth, features refused inside a
-#: function, the server's own failures): such a test is run again on its own.
-_BATCH_UNSURE = ("08", "0A", "25", "2D", "3B", "40", "53", "54", "57", "58", "F0", "XX")
-#: Longest error message a batch reports as is (a longer one is clipped like in ``run``, where
-#: the clip depends on the whole message: run on its own).
-_BATCH_MESSAGE = 3000
+#: What undoes an isolated test in a batch, after the test's own sync point: the statements
+#: ``_after_script`` sends for an isolated test, one by one (a pipeline takes no multi-statement
+#: string), the savepoint kept for the next test instead of released and taken again.
+_AFTER_BATCH_TEST = (b"ROLLBACK TO SAVEPOINT plsql_test", b"DEALLOCATE ALL",
+                     b"SELECT pg_catalog.pg_advisory_unlock_all()")
+#: Whether the candidate can advance a sequence: nothing rolls that back, so a test run again
+#: on its own after its batch would see a different value than in a run of its own.
+_SEQUENCES_USABLE = (
+    "SELECT EXISTS (SELECT FROM pg_catalog.pg_class c WHERE CASE WHEN c.relkind OPERATOR(pg_catalog.=) 'S' "
+    "THEN pg_catalog.has_sequence_privilege(c.oid, 'USAGE, UPDATE') ELSE false END)"
+)
+#: Every function the candidate owns made VOLATILE (``before_assert_tests``). The planner runs
+#: an IMMUTABLE function with constant arguments while it plans the expression that calls it,
+#: and there ``PG_CONTEXT`` shows the whole expression: ``IF f(5) IS DISTINCT FROM 7`` would
+#: hand the answer its expected 7. A volatile function runs only when the expression does,
+#: where the context names the test's line, not its text. Same results for the deterministic
+#: functions the tests call; run in the candidate's session (its functions are in its
+#: uncommitted task), every name schema-qualified.
+_VOLATILE_ANSWERS = (
+    "DO $seal$ DECLARE r record; BEGIN "
+    "FOR r IN SELECT p.oid::pg_catalog.regprocedure AS f FROM pg_catalog.pg_proc p "
+    "JOIN pg_catalog.pg_roles o ON o.oid OPERATOR(pg_catalog.=) p.proowner "
+    "WHERE o.rolname OPERATOR(pg_catalog.=) CURRENT_USER AND p.prokind OPERATOR(pg_catalog.=) 'f' "
+    "AND p.provolatile OPERATOR(pg_catalog.<>) 'v' "
+    "LOOP EXECUTE pg_catalog.format('ALTER FUNCTION %s VOLATILE', r.f); END LOOP; END $seal$"
+)
+#: Bytes of test text sent before the batch's results are read (each send fits the socket's
+#: buffers, so the results and notices of the tests already running never pile up unread).
+_PIPELINE_CHUNK = 128 * 1024
+
+
+class _PipelineBroken(Exception):
+    """The batch's results did not come back in the shape it was sent in."""
+
+
+def _wait(pgconn: Any, write: bool = False) -> None:
+    """Until the connection's socket is readable (or writable): a wait the GIL is free in."""
+    sock = pgconn.socket
+    readable, writable, _ = select.select([sock], [sock] if write else [], [])
+    if readable:
+        pgconn.consume_input()
+
+
+def _flush(pgconn: Any) -> None:
+    """Send all that is queued, reading meanwhile so the server never waits on us to write."""
+    while pgconn.flush() == 1:
+        _wait(pgconn, write=True)
+
+
+def _next_result(pgconn: Any) -> Any:
+    while pgconn.is_busy():
+        _wait(pgconn)
+        if pgconn.status != psycopg.pq.ConnStatus.OK:
+            break
+    return pgconn.get_result()
+
+
+def _pipeline_result(pgconn: Any) -> Any:
+    """The one result of the next statement in the pipeline (and the end of its results)."""
+    res = _next_result(pgconn)
+    if res is None or res.status == psycopg.pq.ExecStatus.PIPELINE_SYNC or _next_result(pgconn) is not None:
+        raise _PipelineBroken
+    return res
+
+
+def _pipeline_sync(pgconn: Any) -> None:
+    res = _next_result(pgconn)
+    if res is None or res.status != psycopg.pq.ExecStatus.PIPELINE_SYNC:
+        raise _PipelineBroken
 
 
 def _clip_text(text: str, limit: int = MAX_MESSAGE) -> str:
@@ -341,25 +359,6 @@ def _rows_as_server_text(conn: psycopg.Connection[Any]) -> None:
         conn.adapters.register_loader(info.oid, TextLoader)
         if info.array_oid:
             conn.adapters.register_loader(info.array_oid, TextLoader)
-
-
-def _batch_error(stmt: Statement, state: str | None, msg: str | None, length: str | None) -> DbError | None:
-    """A failed batch test's error as ``run`` reports it, or None where that is not certain.
-
-    ``run`` shows the first line of the driver's text of the error, which is the primary message
-    with its leading blanks dropped, followed by the server's DETAIL/CONTEXT lines: the same first
-    line, unless the message is blank, ends that line in blanks, is long enough to be clipped, or
-    holds characters whose reading depends on the client encoding.
-    """
-    if not state or state[:2] in _BATCH_UNSURE or msg is None or not length:
-        return None
-    if int(length) > _BATCH_MESSAGE or not msg.isascii():
-        return None
-    text = msg.lstrip()
-    first = text.splitlines()[0] if text else ""
-    if not first or first != first.rstrip():
-        return None
-    return DbError(first, state, classify(state, "test"), stmt.line)
 
 
 class _Watchdog:
@@ -609,11 +608,28 @@ class PostgresSession(Session):
             result.duration_s = time.monotonic() - t0
         return result
 
+    def before_assert_tests(self) -> DbError | None:
+        if self.conn is None or self.conn.closed or not self._in_task:
+            return None
+        try:
+            self._exec("SAVEPOINT plsql_seal")
+            self._exec(_VOLATILE_ANSWERS)
+            self._exec("RELEASE SAVEPOINT plsql_seal")
+        except _SessionBroken as exc:
+            # Fail closed: an answer whose functions stay foldable is not tested.
+            try:
+                self._exec("ROLLBACK TO SAVEPOINT plsql_seal; RELEASE SAVEPOINT plsql_seal")
+            except _SessionBroken:
+                self._restart_scope()
+            return DbError(f"its functions could not be made volatile for testing: {exc}", None,
+                           outcomes.INVALID_ARTIFACT, None)
+        return None
+
     # ----------------------------------------------------------------- batches
     @staticmethod
     def batch_statement(script: str) -> Statement | None:
-        """The one ``DO`` statement ``script`` is, if the batch runner may run it (a ``DO`` block
-        returns no rows, and ``run`` would send it as it is)."""
+        """The one ``DO`` statement ``script`` is, if a batch may run it (a ``DO`` block returns
+        no rows, and ``run`` would send it as it is)."""
         statements = split(script, "postgres")
         if len(statements) != 1:
             return None
@@ -621,18 +637,23 @@ class PostgresSession(Session):
         return stmt if stmt.kind != "client" and stmt.first_words(1) == "DO" else None
 
     def run_batch(self, scripts: Sequence[str]) -> list[BatchResult | None] | None:
-        """Run the ``DO`` scripts among ``scripts`` as isolated tests in one server call.
+        """Run the ``DO`` scripts among ``scripts`` as isolated tests in one round trip.
 
-        The call is one statement under the session's statement timeout and the watchdog, in a
-        savepoint rolled back (with the advisory-lock and prepared-statement cleanup) like an
-        isolated test's. The whole batch is discarded (None) when anything about it is unusual:
-        cancelled or timed out, the watchdog fired, a sequence it could advance, the task's time
-        budget close, the session left odd; a lost connection raises as in ``run``. A test's
-        result is None (run it on its own) when its error might read differently there: a
-        notice was printed during the batch, a long or non-ASCII message, an SQLSTATE of
-        ``_BATCH_UNSURE``.
+        Each test is the very statement :meth:`run` sends, sent the same way (alone, over the
+        extended protocol, as a top-level statement) and undone the same way; the statements are
+        pipelined (libpq pipeline mode, a sync point after each test and after its undo) instead
+        of each waiting for the one before. So a test's error is the server's own, and no test
+        runs inside another statement: what an answer can see of what encloses it (its session's
+        current query, ``PG_CONTEXT``) is its own test's statement, never the batch's others.
+
+        The watchdog is armed per test. The whole batch is discarded (None) when the watchdog
+        fired, the candidate can advance a sequence (a test run again would see it advanced), the
+        task's time budget is close, or the results are not what was sent; a lost connection
+        raises as in ``run``. A failed test's result is None (run it on its own) when a notice
+        was printed during the batch (``run`` would have kept it) or the test changed a setting
+        the driver reads.
         """
-        if not self.backend.batch_runner or self.conn is None or self.conn.closed or not self._in_task:
+        if self.conn is None or self.conn.closed or not self._in_task:
             return None
         statements = [self.batch_statement(s) for s in scripts]
         chosen = [i for i, stmt in enumerate(statements) if stmt is not None]
@@ -641,56 +662,138 @@ class PostgresSession(Session):
         timeout = self.backend.settings.database.timeout
         if self.deadline is not None and self.deadline - time.monotonic() < timeout + 2.0:
             return None  # near the task's time budget: test by test, as the budget is kept there
+        encoding = self.conn.info.encoding
         try:
-            self._exec("SAVEPOINT plsql_batch")
+            texts = [statements[i].text.encode(encoding) for i in chosen]  # type: ignore[union-attr]
+        except UnicodeError:
+            return None  # ``run`` reports what the driver cannot send
+        try:
+            self._exec("SAVEPOINT plsql_test")
         except _SessionBroken:
             return None  # the tests run on their own and meet (and report) the same state
-        self.batch_counts["calls"] += 1
-        rows: list[tuple[Any, ...]] | None = None
-        watchdog = self._watchdog
-        self._batching, self._batch_noticed = True, False
-        t0 = time.monotonic()
         try:
-            watchdog.arm(timeout)
-            try:
-                with self.conn.cursor() as cur:
-                    texts = [statements[i].text for i in chosen]  # type: ignore[union-attr]
-                    cur.execute(_BATCH_CALL, (texts,))
-                    rows = cur.fetchall()
-            finally:
-                watchdog.disarm()
-        except (psycopg.Error, UnicodeError, ValueError, OverflowError) as exc:
+            usable = self.conn.execute(_SEQUENCES_USABLE.encode()).fetchone()
+        except psycopg.Error as exc:
             if self._lost():
+                raise self._lost_error(exc, "before a batch of tests") from exc
+            usable = None
+        if usable != ("f",):  # rows arrive as the server's text (``_rows_as_server_text``)
+            try:
+                self._after_script("plsql_test", keep=False)
+            except (_SessionBroken, _EndedByAnswer):
+                self._restart_scope()
+            return None
+        self.batch_counts["calls"] += 1
+        watchdog = self._watchdog
+        fired = False
+        errors: list[Any] = []
+        unsure: set[int] = set()
+        durations: list[float] = []
+        self._batching, self._batch_noticed = True, False
+        try:
+            fired, broken = self._pipeline(texts, errors, unsure, durations)
+        except psycopg.Error as exc:
+            broken, fired = True, fired or watchdog.fired
+            if self._lost() and not fired:
+                self._batching = False
                 raise self._lost_error(exc, "running a batch of tests") from exc
-            rows = None
         finally:
             self._batching = False
-        elapsed = time.monotonic() - t0
-        idle = self.conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
+        if broken or fired or self._lost():
+            # Out of pipeline mode or not, the session is not known to be as ``run`` leaves it.
+            self.batch_counts["discarded"] += 1
+            self._restart_scope()
+            return None
         try:
-            self._after_script("plsql_batch", keep=False)
+            self._restore_reported_pins()
+            self._after_script("plsql_test", keep=False)
         except (_SessionBroken, _EndedByAnswer):
             self.batch_counts["discarded"] += 1
             self._restart_scope()
             return None
-        if (rows is None or idle or watchdog.fired or elapsed >= timeout or len(rows) != len(chosen)
-                or (self.deadline is not None and time.monotonic() >= self.deadline - 1.0)):
+        if self.conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE:
             self.batch_counts["discarded"] += 1
             return None
         out: list[BatchResult | None] = [None] * len(scripts)
-        for i, (ok, state, msg, length, started, ended) in zip(chosen, rows):
-            duration = max(float(ended) - float(started), 0.0) if started and ended else 0.0
-            if ok == "t":
-                out[i] = BatchResult(None, duration)
-            elif not self._batch_noticed:
+        for n, i in enumerate(chosen):
+            res = errors[n]
+            if res is None:
+                out[i] = BatchResult(None, durations[n])
+            elif not self._batch_noticed and n not in unsure:
                 stmt = statements[i]
                 assert stmt is not None
-                error = _batch_error(stmt, state, msg, length)
-                out[i] = BatchResult(error, duration) if error is not None else None
+                # The error as the driver raises it for the statement run on its own (``_failed``).
+                error = psycopg.errors.error_from_result(res, encoding=encoding)
+                sqlstate = error.sqlstate
+                out[i] = BatchResult(DbError(_clip_text(str(error).strip()), sqlstate, classify(sqlstate, "test"),
+                                             stmt.line), durations[n])
         decided = sum(r is not None for r in out)
         self.batch_counts["decided"] += decided
         self.batch_counts["alone"] += len(chosen) - decided
         return out
+
+    def _pipeline(self, texts: list[bytes], errors: list[Any], unsure: set[int],
+                  durations: list[float]) -> tuple[bool, bool]:
+        """Send ``texts`` as tests in pipeline mode and read their results back, in chunks.
+
+        Fills ``errors`` (a failed test's result, None for a pass), ``unsure`` (tests that
+        changed a setting the driver reads) and ``durations``; returns whether the watchdog fired
+        and whether the results broke the expected shape (then the pipeline is left as it is and
+        the caller starts the session again). The connection stays non-blocking and every wait
+        is a ``select`` outside the driver, so the watchdog's thread can cancel meanwhile.
+        """
+        assert self.conn is not None
+        pgconn = self.conn.pgconn
+        ES = psycopg.pq.ExecStatus
+        watchdog = self._watchdog
+        timeout = self.backend.settings.database.timeout
+        fired = False
+        pgconn.enter_pipeline_mode()
+        try:
+            sent = 0
+            last = time.monotonic()
+            while len(errors) < len(texts):
+                size = 0
+                while sent < len(texts) and (sent == len(errors) or size < _PIPELINE_CHUNK):
+                    pgconn.send_query_params(texts[sent], None)
+                    pgconn.pipeline_sync()
+                    for undo in _AFTER_BATCH_TEST:
+                        pgconn.send_query_params(undo, None)
+                    pgconn.pipeline_sync()
+                    size += len(texts[sent])
+                    sent += 1
+                _flush(pgconn)
+                while len(errors) < sent:
+                    budget = timeout
+                    if self.deadline is not None:
+                        budget = min(timeout, max(self.deadline - time.monotonic() - 1.0, 0.05))
+                    watchdog.arm(budget)
+                    try:
+                        test = _pipeline_result(pgconn)
+                        _pipeline_sync(pgconn)
+                        if any(pgconn.parameter_status(name.encode()) != PINNED_SETTINGS[name].encode()
+                               for name in _REPORTED_PINS):
+                            unsure.add(len(errors))
+                        undone = [_pipeline_result(pgconn) for _ in _AFTER_BATCH_TEST]
+                        _pipeline_sync(pgconn)
+                    finally:
+                        watchdog.disarm()
+                        fired = fired or watchdog.fired
+                    if fired or any(r.status not in (ES.COMMAND_OK, ES.TUPLES_OK) for r in undone):
+                        return fired, True
+                    if test.status == ES.COMMAND_OK:
+                        errors.append(None)
+                    elif test.status == ES.FATAL_ERROR:
+                        errors.append(test)
+                    else:
+                        return fired, True
+                    now = time.monotonic()
+                    durations.append(now - last)
+                    last = now
+            pgconn.exit_pipeline_mode()
+        except _PipelineBroken:
+            return fired, True
+        return fired, False
 
     def _runnable(self, stmt: Statement, result: Execution) -> bool:
         if stmt.kind == "client":
@@ -861,8 +964,6 @@ class PostgresBackend(Backend):
         self.pinned_options = ""
         #: pg_db_role_setting rows of the candidate and the database as provisioned.
         self._role_settings: list[tuple[Any, ...]] = []
-        #: Whether the harness's batch runner exists in this database (``_install_batch_runner``).
-        self.batch_runner = False
 
     # ----------------------------------------------------------------- lifecycle
     @property
@@ -962,7 +1063,6 @@ class PostgresBackend(Backend):
         ):
             self.admin.execute(stmt)
         self._restrict_candidate()
-        self._install_batch_runner()
         if self.settings.database.kind == "embedded":
             # A throwaway cluster: no fsync. Commits stay synchronous, so fixtures loaded before
             # the server is killed are still there after its restart.
@@ -988,6 +1088,8 @@ class PostgresBackend(Backend):
             "AND p.proname = ANY(%s)", (list(_REVOKED_FUNCTIONS),)
         ).fetchall():
             steps.append(pgsql.SQL("REVOKE EXECUTE ON FUNCTION {} FROM PUBLIC").format(pgsql.SQL(proc)))
+        steps += [pgsql.SQL("REVOKE SELECT ON pg_catalog.{} FROM PUBLIC").format(pgsql.Identifier(view))
+                  for view in _REVOKED_VIEWS]
         for step in steps:
             try:
                 self.admin.execute(step)
@@ -1012,27 +1114,6 @@ class PostgresBackend(Backend):
         ).fetchone()
         if bad and bad[0]:
             raise UsageError(f"the candidate role {self.role} must be an unprivileged role, but it is/has {bad[0]}")
-
-    def _install_batch_runner(self) -> None:
-        """The harness's batch runner (``_BATCH_SQL``) in a schema the candidate may only use.
-
-        Without it (a ``--plsql-dsn`` user that cannot create it) every test runs on its own.
-        """
-        assert self.admin is not None
-        schema, role = pgsql.Identifier(HARNESS_SCHEMA), pgsql.Identifier(self.role)
-        try:
-            with self.admin.transaction():
-                self.admin.execute(pgsql.SQL("CREATE SCHEMA {}").format(schema))
-                self.admin.execute(pgsql.SQL(_BATCH_SQL).format(schema=schema))
-                runner = pgsql.SQL("{}.run_tests(pg_catalog.text[])").format(schema)
-                self.admin.execute(pgsql.SQL("REVOKE ALL ON FUNCTION {} FROM PUBLIC").format(runner))
-                self.admin.execute(pgsql.SQL("GRANT USAGE ON SCHEMA {} TO {}").format(schema, role))
-                self.admin.execute(pgsql.SQL("GRANT EXECUTE ON FUNCTION {} TO {}").format(runner, role))
-            self.batch_runner = True
-        except psycopg.Error as exc:
-            log.warning("no batch runner (%s): every test runs in its own round trips",
-                        _one_line(exc))
-            self.batch_runner = False
 
     def _current_role_settings(self) -> list[tuple[Any, ...]]:
         assert self.admin is not None
