@@ -26,7 +26,7 @@ import gc
 import logging
 import re
 from dataclasses import dataclass, field
-from typing import Iterable, Iterator, Sequence
+from typing import Any, Iterable, Iterator, Sequence
 
 from sqlparse import tokens as T
 
@@ -181,84 +181,117 @@ _PG_CATEGORY = {name: ("blank" if c[0] else "string" if c[3] else "number" if c[
                 for name, c in ((name, _token_class(ttype)) for name, ttype in _PG_TYPES.items())}
 
 
+#: Characters of a text the scanner reads at a time in :func:`_lex_pg` (its token objects are
+#: several times the text's size; a megabyte body at once was 150 MB of them).
+SCAN_CHUNK = 64 * 1024
+#: Scanner tokens the next line may continue (``'a'`` newline ``'b'`` is one string): no piece
+#: of the text ends after one of them.
+_CONTINUED = frozenset({"SCONST", "USCONST", "BCONST", "XCONST"})
+
+
+def _continued(toks: list[Any]) -> bool:
+    """Whether the next line may still be part of the last token (comments between the parts of
+    a string count as blanks: ``'a' -- note`` newline ``'b'`` is one string)."""
+    for tok in reversed(toks):
+        if tok.name not in ("SQL_COMMENT", "C_COMMENT"):
+            return tok.name in _CONTINUED
+    return False
+
+
+def _pg_chunks(text: str) -> Iterator[tuple[int, list[Any]]]:
+    """PostgreSQL's scanner tokens of ``text``, a piece at a time: ``(offset, tokens)``.
+
+    A piece ends just before a newline, where the scanner is between tokens, so it reads the
+    piece as it reads the whole: nothing before is left open (an open string, comment or body
+    is a scan error: the piece grows) and the last token cannot go on on the next line. Raises
+    ``ParseError`` where the whole text does.
+    """
+    start = 0
+    while start < len(text):
+        end = text.find("\n", start + SCAN_CHUNK)
+        while True:
+            if end < 0:
+                end = len(text)
+            try:
+                toks = pg_parser.scan(text[start:end])
+            except pg_parser.ParseError:
+                if end == len(text):
+                    raise
+                toks = None
+            if toks is not None and (end == len(text) or not _continued(toks)):
+                break
+            end = text.find("\n", end + 1 + SCAN_CHUNK)
+        yield start, toks
+        start = end
+
+
 def _lex_pg(text: str, line0: int) -> list[_Tok] | None:
     """:func:`_lex_tokens` for PostgreSQL in one pass over the server's scanner's tokens.
 
     The same tokens, token for token (``tests/test_safety_lexer.py``), without the splitter's
-    intermediate token list: a model's answer is small, but a converted MBPP+ reference can be
-    megabytes. None where the scanner stops (the general path handles that).
+    intermediate token list and a piece of the text at a time: a model's answer is small, but a
+    converted MBPP+ reference can be megabytes. None where the scanner stops (the general path
+    handles that).
     """
-    try:
-        toks = pg_parser.scan(text)
-    except pg_parser.ParseError:
-        return None
     out: list[_Tok] = []
     append = out.append
     line = line0
     at = 0
     prev_q = False
     prev_value = ""
-    seen: dict[str, str] = {}
+    seen: dict[str, str] = {}  # one string per distinct token text
     words: dict[str, str] = {}  # one upper-cased copy per distinct word
-    toks.reverse()  # taken from the end: each scanner token is freed as soon as it is read
-    while toks:
-        tok = toks.pop()
-        start = tok.start
-        if start > at:
-            line += text.count("\n", at, start)
-        adjacent = start == at
-        value = text[start : tok.end + 1]
-        value = seen.setdefault(value, value)  # one string per distinct token text
-        at = tok.end + 1
-        name = tok.name
-        if adjacent and prev_value == "\\":
-            out.pop()  # a psql meta-command word (``\\set``): one word with its backslash
-            value = "\\" + value
-            category = "word"
-            name_like = False
-        elif name == "SCONST":
-            category = "body" if value.startswith("$") else "string"
-            name_like = False
-        elif name in ("IDENT", "UIDENT") and value.endswith('"'):
-            category, name_like = "quoted", False
-        elif name.startswith("ASCII_"):
-            category, name_like = "punct", False
-        elif name in _PG_CATEGORY:
-            category, name_like = _PG_CATEGORY[name], False
-        elif tok.kind == "NO_KEYWORD":
-            category, name_like = "word", True
-        else:
-            category, name_like = "word", False
-        prev_value = value
-        if category == "blank":
-            line += value.count("\n")
-            continue
-        if category == "quoted" or (value.startswith('"') and value.endswith('"') and len(value) > 1):
-            append(_Tok(value[1:-1].upper(), "quoted", value[1:-1], line))
-        elif category == "body" and value.endswith("$") and len(value) > 2:
-            tag_end = value.find("$", 1) + 1
-            append(_Tok("", "body", value[tag_end : len(value) - tag_end], line))
-        elif category == "string":
-            if not value.startswith("'") and "'" in value:
-                value = value[value.index("'") :]
-            inner = value[1:-1] if value.endswith("'") and len(value) > 1 else value[1:]
-            if prev_q and len(inner) >= 2:
-                inner = inner[1:-1]
-            append(_Tok("", "string", inner.replace("''", "'"), line))
-        elif category == "number":
-            append(_Tok(value, "number", value, line))
-        elif category == "punct":
-            append(_Tok(value, "punct", value, line))
-        else:
-            for word in value.split():
-                upper = words.get(word)
-                if upper is None:
-                    upper = words[word] = word.upper()
-                append(_Tok(upper, "word", word, line))
-        prev_q = name_like and value.lower() in ("q", "nq")
-        line += value.count("\n")
-    if at < len(text):
-        line += text.count("\n", at)
+    try:
+        for offset, toks in _pg_chunks(text):
+            for tok in toks:
+                start, end, name = tok.start + offset, tok.end + offset, tok.name
+                if start > at:
+                    line += text.count("\n", at, start)
+                adjacent = start == at
+                value = text[start : end + 1]
+                value = seen.setdefault(value, value)
+                at = end + 1
+                if adjacent and prev_value == "\\":
+                    out.pop()  # a psql meta-command word (``\\set``): one word with its backslash
+                    value, category, name_like = "\\" + value, "word", False
+                elif name == "SCONST":
+                    category, name_like = ("body" if value.startswith("$") else "string"), False
+                elif name in ("IDENT", "UIDENT") and value.endswith('"'):
+                    category, name_like = "quoted", False
+                elif name.startswith("ASCII_"):
+                    category, name_like = "punct", False
+                elif name in _PG_CATEGORY:
+                    category, name_like = _PG_CATEGORY[name], False
+                else:
+                    category, name_like = "word", tok.kind == "NO_KEYWORD"
+                prev_value = value
+                if category == "blank":
+                    line += value.count("\n")
+                    continue
+                if category == "quoted" or (value.startswith('"') and value.endswith('"') and len(value) > 1):
+                    append(_Tok(value[1:-1].upper(), "quoted", value[1:-1], line))
+                elif category == "body" and value.endswith("$") and len(value) > 2:
+                    tag_end = value.find("$", 1) + 1
+                    append(_Tok("", "body", value[tag_end : len(value) - tag_end], line))
+                elif category == "string":
+                    if not value.startswith("'") and "'" in value:
+                        value = value[value.index("'") :]
+                    inner = value[1:-1] if value.endswith("'") and len(value) > 1 else value[1:]
+                    if prev_q and len(inner) >= 2:
+                        inner = inner[1:-1]
+                    append(_Tok("", "string", inner.replace("''", "'"), line))
+                elif category in ("number", "punct"):
+                    append(_Tok(value, category, value, line))
+                else:
+                    for word in value.split():
+                        upper = words.get(word)
+                        if upper is None:
+                            upper = words[word] = word.upper()
+                        append(_Tok(upper, "word", word, line))
+                prev_q = name_like and value.lower() in ("q", "nq")
+                line += value.count("\n")
+    except pg_parser.ParseError:
+        return None
     return out
 
 

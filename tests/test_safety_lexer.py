@@ -22,6 +22,9 @@ FRAGMENTS = [
     "-- comment\n", "/* block /* nested */ */", "\n", "\n\n  ", "\t", "1.5e3", "42", ".5", "::", "=>", "<>", ":=",
     "..", ";", "/", "(", ")", ",", "SELECT", "select", "drop", "table", "ALTER", "grant", "copy", "PROGRAM",
     "IS NOT DISTINCT FROM", "ARRAY['a', 'b']::text[]", "ROW(1, 'x')::rec", "pg_catalog.pg_read_file('/etc/passwd')",
+    # Tokens that span lines, or go on on the next one: what a piece of the text may not cut.
+    "'first'\n'continued'", "E'a'\n  'b'", "'open\nstring'", "/* open\ncomment */", "$$\nbody\n$$",
+    '"name\nwith newline"', "U&'x'\nUESCAPE '!'", "B'1'\n'0'", "X'F'\n'0'", "-- to the end\nSELECT",
 ]
 
 
@@ -45,7 +48,11 @@ def corpus() -> list[str]:
     return texts
 
 
-def test_the_one_pass_lexer_reads_every_text_as_the_general_path_does() -> None:
+@pytest.mark.parametrize("chunk", [safety.SCAN_CHUNK, 1, 9])
+def test_the_one_pass_lexer_reads_every_text_as_the_general_path_does(monkeypatch: pytest.MonkeyPatch,
+                                                                        chunk: int) -> None:
+    # Tiny pieces put a piece boundary at nearly every newline of every text.
+    monkeypatch.setattr(safety, "SCAN_CHUNK", chunk)
     compared = fallbacks = 0
     for text in corpus():
         for line0 in (1, 7):
