@@ -286,9 +286,15 @@ class _PipelineBroken(Exception):
 
 
 def _wait(pgconn: Any, write: bool = False) -> None:
-    """Until the connection's socket is readable (or writable): a wait the GIL is free in."""
+    """Until the connection's socket is readable (or writable): a wait the GIL is free in
+    (``poll`` where there is one: ``select`` refuses descriptors past 1023)."""
     sock = pgconn.socket
-    readable, writable, _ = select.select([sock], [sock] if write else [], [])
+    if hasattr(select, "poll"):
+        poller = select.poll()
+        poller.register(sock, select.POLLIN | (select.POLLOUT if write else 0))
+        readable = any(events & (select.POLLIN | select.POLLERR | select.POLLHUP) for _, events in poller.poll())
+    else:
+        readable = bool(select.select([sock], [sock] if write else [], [])[0])
     if readable:
         pgconn.consume_input()
 
