@@ -250,11 +250,13 @@ EXECUTE FUNCTION public.plsqlbench_guard_end()""",
 #: Characters of a database message kept when it is received (an answer can raise megabytes).
 MAX_MESSAGE = 4000
 
-#: What undoes an isolated test in a batch, after the test's own sync point: the statements
-#: ``_after_script`` sends for an isolated test, one by one (a pipeline takes no multi-statement
-#: string), the savepoint kept for the next test instead of released and taken again.
-_AFTER_BATCH_TEST = (b"ROLLBACK TO SAVEPOINT plsql_test", b"DEALLOCATE ALL",
-                     b"SELECT pg_catalog.pg_advisory_unlock_all()")
+#: What a savepoint does not undo of an isolated test, undone after its rollback (``_after_script``
+#: and, statement by statement, a batch).
+_ISOLATED_UNDO = ("DEALLOCATE ALL", "SELECT pg_catalog.pg_advisory_unlock_all()")
+#: What undoes an isolated test in a batch, after the test's own sync point: one statement at a
+#: time (a pipeline takes no multi-statement string), the savepoint kept for the next test
+#: instead of released and taken again.
+_AFTER_BATCH_TEST = (b"ROLLBACK TO SAVEPOINT plsql_test", *(undo.encode() for undo in _ISOLATED_UNDO))
 #: Whether the candidate can advance a sequence: nothing rolls that back, so a test run again
 #: on its own after its batch would see a different value than in a run of its own.
 _SEQUENCES_USABLE = (
@@ -346,6 +348,19 @@ def _notice_text(diag: psycopg.errors.Diagnostic, room: int) -> str:
     cut = raw[: 4 * max(room, 0) + 4]  # at most 4 bytes per character
     text = cut.decode(getattr(diag, "_encoding", "utf-8") or "utf-8", "replace")
     return text if len(cut) == len(raw) else text[: max(room, 0) + 1]
+
+
+def _answer_error(exc: psycopg.Error, stmt: Statement, phase: Phase) -> DbError:
+    """A statement's error on a live connection, as the answer's (the one reading of it that a
+    test run on its own and a batch share)."""
+    sqlstate = getattr(exc, "sqlstate", None)
+    return DbError(_clip_text(str(exc).strip()), sqlstate, classify(sqlstate, phase), stmt.line)
+
+
+def _changed_pins(pgconn: Any) -> list[str]:
+    """The reported pinned settings a statement changed, from libpq's copy of what the server said."""
+    return [name for name in _REPORTED_PINS
+            if pgconn.parameter_status(name.encode()) != PINNED_SETTINGS[name].encode()]
 
 
 def _one_line(exc: BaseException) -> str:
@@ -618,9 +633,7 @@ class PostgresSession(Session):
         if self.conn is None or self.conn.closed or not self._in_task:
             return None
         try:
-            self._exec("SAVEPOINT plsql_seal")
-            self._exec(_VOLATILE_ANSWERS)
-            self._exec("RELEASE SAVEPOINT plsql_seal")
+            self._exec(f"SAVEPOINT plsql_seal; {_VOLATILE_ANSWERS}; RELEASE SAVEPOINT plsql_seal")
         except _SessionBroken as exc:
             # Fail closed: an answer whose functions stay foldable is not tested.
             try:
@@ -691,7 +704,6 @@ class PostgresSession(Session):
             return None
         self.batch_counts["calls"] += 1
         watchdog = self._watchdog
-        fired = False
         errors: list[Any] = []
         unsure: set[int] = set()
         durations: list[float] = []
@@ -699,9 +711,8 @@ class PostgresSession(Session):
         try:
             fired, broken = self._pipeline(texts, errors, unsure, durations)
         except psycopg.Error as exc:
-            broken, fired = True, fired or watchdog.fired
+            broken, fired = True, watchdog.fired
             if self._lost() and not fired:
-                self._batching = False
                 raise self._lost_error(exc, "running a batch of tests") from exc
         finally:
             self._batching = False
@@ -730,9 +741,7 @@ class PostgresSession(Session):
                 assert stmt is not None
                 # The error as the driver raises it for the statement run on its own (``_failed``).
                 error = psycopg.errors.error_from_result(res, encoding=encoding)
-                sqlstate = error.sqlstate
-                out[i] = BatchResult(DbError(_clip_text(str(error).strip()), sqlstate, classify(sqlstate, "test"),
-                                             stmt.line), durations[n])
+                out[i] = BatchResult(_answer_error(error, stmt, "test"), durations[n])
         decided = sum(r is not None for r in out)
         self.batch_counts["decided"] += decided
         self.batch_counts["alone"] += len(chosen) - decided
@@ -746,7 +755,7 @@ class PostgresSession(Session):
         changed a setting the driver reads) and ``durations``; returns whether the watchdog fired
         and whether the results broke the expected shape (then the pipeline is left as it is and
         the caller starts the session again). The connection stays non-blocking and every wait
-        is a ``select`` outside the driver, so the watchdog's thread can cancel meanwhile.
+        is a ``poll`` outside the driver (``_wait``), so the watchdog's thread can cancel meanwhile.
         """
         assert self.conn is not None
         pgconn = self.conn.pgconn
@@ -777,8 +786,7 @@ class PostgresSession(Session):
                     try:
                         test = _pipeline_result(pgconn)
                         _pipeline_sync(pgconn)
-                        if any(pgconn.parameter_status(name.encode()) != PINNED_SETTINGS[name].encode()
-                               for name in _REPORTED_PINS):
+                        if _changed_pins(pgconn):
                             unsure.add(len(errors))
                         undone = [_pipeline_result(pgconn) for _ in _AFTER_BATCH_TEST]
                         _pipeline_sync(pgconn)
@@ -866,8 +874,7 @@ class PostgresSession(Session):
         pgconn = self.conn.pgconn if self.conn is not None else None
         if pgconn is None or pgconn.status != psycopg.pq.ConnStatus.OK:
             return
-        changed = [name for name in _REPORTED_PINS
-                   if pgconn.parameter_status(name.encode()) != PINNED_SETTINGS[name].encode()]
+        changed = _changed_pins(pgconn)
         if not changed:
             return
         status = pgconn.transaction_status
@@ -898,7 +905,7 @@ class PostgresSession(Session):
             self._restart_scope()
             return DbError(f"the statement left the connection unusable: {exc}", sqlstate,
                            outcomes.INVALID_ARTIFACT, stmt.line)
-        return DbError(_clip_text(str(exc).strip()), sqlstate, classify(sqlstate, phase), stmt.line)
+        return _answer_error(exc, stmt, phase)
 
     def _stream_rows(self, cur: psycopg.Cursor[Any], text: str) -> None:
         """Run one statement, keeping at most MAX_ROWS rows / max_output characters of its result.
@@ -941,8 +948,8 @@ class PostgresSession(Session):
             self._exec(f"RELEASE SAVEPOINT {savepoint}; {self.backend.setting_reset}{again}")
         else:
             # What a savepoint does not undo must not reach the next test either.
-            self._exec(f"ROLLBACK TO SAVEPOINT {savepoint}; RELEASE SAVEPOINT {savepoint}; DEALLOCATE ALL; "
-                       "SELECT pg_catalog.pg_advisory_unlock_all()")
+            self._exec("; ".join((f"ROLLBACK TO SAVEPOINT {savepoint}", f"RELEASE SAVEPOINT {savepoint}",
+                                  *_ISOLATED_UNDO)))
 
 
 class PostgresBackend(Backend):
