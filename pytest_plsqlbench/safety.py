@@ -193,7 +193,7 @@ def _continued(toks: list[Any]) -> bool:
     """Whether the next line may still be part of the last token (comments between the parts of
     a string count as blanks: ``'a' -- note`` newline ``'b'`` is one string)."""
     for tok in reversed(toks):
-        if tok.name not in ("SQL_COMMENT", "C_COMMENT"):
+        if _PG_CATEGORY.get(tok.name) != "blank":
             return tok.name in _CONTINUED
     return False
 
@@ -234,7 +234,6 @@ def _lex_pg(text: str, line0: int) -> list[_Tok] | None:
     handles that).
     """
     out: list[_Tok] = []
-    append = out.append
     line = line0
     at = 0
     prev_q = False
@@ -268,26 +267,9 @@ def _lex_pg(text: str, line0: int) -> list[_Tok] | None:
                 if category == "blank":
                     line += value.count("\n")
                     continue
-                if category == "quoted" or (value.startswith('"') and value.endswith('"') and len(value) > 1):
-                    append(_Tok(value[1:-1].upper(), "quoted", value[1:-1], line))
-                elif category == "body" and value.endswith("$") and len(value) > 2:
-                    tag_end = value.find("$", 1) + 1
-                    append(_Tok("", "body", value[tag_end : len(value) - tag_end], line))
-                elif category == "string":
-                    if not value.startswith("'") and "'" in value:
-                        value = value[value.index("'") :]
-                    inner = value[1:-1] if value.endswith("'") and len(value) > 1 else value[1:]
-                    if prev_q and len(inner) >= 2:
-                        inner = inner[1:-1]
-                    append(_Tok("", "string", inner.replace("''", "'"), line))
-                elif category in ("number", "punct"):
-                    append(_Tok(value, category, value, line))
-                else:
-                    for word in value.split():
-                        upper = words.get(word)
-                        if upper is None:
-                            upper = words[word] = word.upper()
-                        append(_Tok(upper, "word", word, line))
+                if category == "body" and not (value.endswith("$") and len(value) > 2):
+                    category = "word"
+                _add_token(out, category, value, line, prev_q, words)
                 prev_q = name_like and value.lower() in ("q", "nq")
                 line += value.count("\n")
     except pg_parser.ParseError:
@@ -305,28 +287,45 @@ def _lex_tokens(text: str, dialect: str, line0: int) -> list[_Tok]:
         if blank:
             line += value.count("\n")
             continue
-        if symbol or (value.startswith('"') and value.endswith('"') and len(value) > 1):
-            out.append(_Tok(value[1:-1].upper(), "quoted", value[1:-1], line))
-        elif value.startswith("$") and literal and value.endswith("$") and len(value) > 2:
-            tag_end = value.find("$", 1) + 1
-            out.append(_Tok("", "body", value[tag_end : len(value) - tag_end], line))
-        elif string:
-            if not value.startswith("'") and "'" in value:
-                value = value[value.index("'") :]  # E'...', U&'...', B'...', X'...'
-            inner = value[1:-1] if value.endswith("'") and len(value) > 1 else value[1:]
-            if prev_q and len(inner) >= 2:
-                inner = inner[1:-1]  # q'[...]': drop the delimiters
-            out.append(_Tok("", "string", inner.replace("''", "'"), line))
-        elif number:
-            out.append(_Tok(value, "number", value, line))
-        elif punct:
-            out.append(_Tok(value, "punct", value, line))
-        else:
-            for word in value.split():
-                out.append(_Tok(word.upper(), "word", word, line))
+        category = ("quoted" if symbol
+                    else "body" if value.startswith("$") and literal and value.endswith("$") and len(value) > 2
+                    else "string" if string else "number" if number else "punct" if punct else "word")
+        _add_token(out, category, value, line, prev_q)
         prev_q = name and value.lower() in ("q", "nq")
         line += value.count("\n")
     return out
+
+
+def _add_token(out: list[_Tok], category: str, value: str, line: int, prev_q: bool,
+               words: dict[str, str] | None = None) -> None:
+    """The tokens one lexed token of ``category`` is to the check (both lexers: one reading).
+
+    ``category``: quoted, body (a complete dollar-quoted body), string, number, punct or word;
+    ``prev_q``: the token before was Oracle's ``q``/``nq`` (a ``q'[...]'`` string follows);
+    ``words``: upper-cased words already made, to share.
+    """
+    if category == "quoted" or (value.startswith('"') and value.endswith('"') and len(value) > 1):
+        out.append(_Tok(value[1:-1].upper(), "quoted", value[1:-1], line))
+    elif category == "body":
+        tag_end = value.find("$", 1) + 1
+        out.append(_Tok("", "body", value[tag_end : len(value) - tag_end], line))
+    elif category == "string":
+        if not value.startswith("'") and "'" in value:
+            value = value[value.index("'") :]  # E'...', U&'...', B'...', X'...'
+        inner = value[1:-1] if value.endswith("'") and len(value) > 1 else value[1:]
+        if prev_q and len(inner) >= 2:
+            inner = inner[1:-1]  # q'[...]': drop the delimiters
+        out.append(_Tok("", "string", inner.replace("''", "'"), line))
+    elif category in ("number", "punct"):
+        out.append(_Tok(value, category, value, line))
+    else:
+        for word in value.split():
+            upper = words.get(word) if words is not None else None
+            if upper is None:
+                upper = word.upper()
+                if words is not None:
+                    words[word] = upper
+            out.append(_Tok(upper, "word", word, line))
 
 
 def _units(code: str, dialect: str) -> list[list[_Tok]]:
