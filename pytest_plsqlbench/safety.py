@@ -20,6 +20,7 @@ must modify data).
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import functools
 import gc
@@ -328,10 +329,27 @@ def _add_token(out: list[_Tok], category: str, value: str, line: int, prev_q: bo
             out.append(_Tok(upper, "word", word, line))
 
 
+#: Every word the rules (:func:`_check_unit`, :func:`_collect_created`) look for, upper-cased.
+_WATCHED = (
+    "DROP", "CREATE", "ALTER", "TRUNCATE", "INSERT", "DELETE", "MERGE", "INTO", "UPDATE", "GRANT",
+    "REVOKE", "SET", "COPY", "LOAD", "PRAGMA", *sorted(_CALL_RULE),
+)
+
+
+def _watched(text: str) -> bool:
+    """Whether a rule could find anything in ``text``: one of :data:`_WATCHED` occurs in it, even
+    inside a longer word or a string. A text with none holds no token a rule reads, and neither do
+    the bodies and strings inside it (they are pieces of it), so it is not lexed: the megabyte
+    lookup body of a converted MBPP+ reference usually has none."""
+    upper = text.upper()  # as the lexer upper-cases each word
+    return any(word in upper for word in _WATCHED)
+
+
 def _units(code: str, dialect: str) -> list[list[_Tok]]:
-    """The answer's statements plus every body and dynamic-SQL string inside them, as token lists."""
+    """The answer's statements plus every body and dynamic-SQL string inside them, as token lists
+    (those a rule could find something in: :func:`_watched`)."""
     units: list[list[_Tok]] = []
-    pending: list[tuple[str, int]] = []
+    pending: collections.deque[tuple[str, int]] = collections.deque()
     for stmt in split(code, dialect):
         if stmt.kind == "client":
             units.append([_Tok("\\CLIENT", "word", stmt.text, stmt.line)])
@@ -341,7 +359,9 @@ def _units(code: str, dialect: str) -> list[list[_Tok]]:
         if len(units) >= MAX_UNITS:
             log.warning("safety check: more than %d statements, bodies and strings; the rest is not read", MAX_UNITS)
             break
-        text, line = pending.pop(0)
+        text, line = pending.popleft()
+        if not _watched(text):
+            continue
         toks = _lex(text, dialect, line)
         units.append(toks)
         for segment in _segments(toks):
