@@ -509,3 +509,36 @@ def test_item_line_tells_how_pytest_counts_relate_to_the_metrics() -> None:
         "out with them, 2 skipped (not runnable)"
     )
     assert items_line(d) in summary_lines(d, 0)
+
+
+def test_the_collector_keeps_a_benchmark_items_reports_small_without_changing_them() -> None:
+    """pytest keeps all three reports of every item to the end of the run: the record leaves the
+    report once collected, and equal parts become one object (issue 12: controller memory)."""
+    from _pytest.reports import TestReport
+
+    collector = ResultsCollector(SimpleNamespace(stash={}), Settings.of(subsets=("mbpp",)))  # type: ignore[arg-type]
+    reports = []
+    for test_id in ("case-1", "case-2"):
+        nodeid = f"mbpp/m1/{test_id}"
+        props = [("task_id", "m1"), ("subset", "mbpp")]
+        for when in ("setup", "call", "teardown"):
+            report = TestReport(nodeid, (".", 0, nodeid), {test_id: 1, "plsql": 1, "m1": 1}, "passed", None, when,
+                                user_properties=[*props, ("failure_class", "passed")] if when != "setup" else list(props))
+            if when == "call":
+                report.plsql = {"subset": "mbpp", "task_id": "m1", "node": "m1", "n_turns": 1, "turn": 1,  # type: ignore[attr-defined]
+                                "sample": 0, "test_id": test_id, "passed": True, "failure_class": "passed"}
+            before = copy.deepcopy((report.nodeid, report.keywords, report.location, report.user_properties))
+            collector.pytest_runtest_logreport(report)
+            assert (report.nodeid, report.keywords, report.location, report.user_properties) == before
+            assert not hasattr(report, "plsql")
+            reports.append(report)
+    assert sorted(collector.records) == ["mbpp/m1/case-1", "mbpp/m1/case-2"]
+    assert all(r.passed for r in collector.records.values())
+    first, second = reports[:3], reports[3:]
+    for item in (first, second):
+        assert item[0].keywords is item[1].keywords is item[2].keywords
+        assert item[0].location is item[2].location
+    assert first[0].keywords is not second[0].keywords  # each item has its own name among them
+    assert first[1].user_properties is first[2].user_properties is second[1].user_properties
+    assert first[0].user_properties is second[0].user_properties is not first[1].user_properties
+    assert not collector._item_parts  # every item's teardown came: nothing kept for it  # noqa: SLF001
