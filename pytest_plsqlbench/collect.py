@@ -225,12 +225,14 @@ def build_items(
             for sample in range(settings.model.samples):
                 task_nodeid = nodeids.task_nodeid(subset, task.node_name, sample, settings.model.samples)
                 tnode = TaskNode.from_parent(snode, name=task.node_name, nodeid=task_nodeid, task=task, sample=sample)
+                _decorate(tnode, task)
                 snode._children.append(tnode)
                 for turn in task.turns:
+                    properties = _properties(task, turn, settings)
                     for test in turn.tests:
                         name = nodeids.item_name(turn.index, test.id, task.multi_turn)
                         item = PlsqlItem.from_parent(tnode, name=name, nodeid=f"{task_nodeid}/{name}", turn=turn, test=test)
-                        _decorate(item, task, turn, settings)
+                        item.user_properties.extend(properties)
                         tnode._children.append(item)
                         items.append(item)
     return items
@@ -246,25 +248,30 @@ def check_kinds(task: Task, registry: "judges.JudgeRegistry") -> None:
                 raise UsageError(f"subset {task.subset!r}, task {task.id!r}: {exc}") from None
 
 
-def _decorate(item: PlsqlItem, task: Task, turn: Turn, settings: Settings) -> None:
-    item.add_marker("plsql")
-    item.add_marker(f"subset_{marker_name(task.subset)}")
-    item.add_marker(f"dialect_{task.dialect}")
-    item.add_marker("multiturn" if task.multi_turn else "singleturn")
+def _decorate(tnode: TaskNode, task: Task) -> None:
+    """The task's markers and ``-k`` words, on its node: its items inherit them (``-m``/``-k``,
+    ``iter_markers`` and each report's keywords read the node chain), once per task instead of
+    once per test."""
+    tnode.add_marker("plsql")
+    tnode.add_marker(f"subset_{marker_name(task.subset)}")
+    tnode.add_marker(f"dialect_{task.dialect}")
+    tnode.add_marker("multiturn" if task.multi_turn else "singleturn")
     for mark in task.markers:
-        item.add_marker(mark)
+        tnode.add_marker(mark)
     for value in task.metadata.values():
         if isinstance(value, str) and 0 < len(value) <= 60:
-            item.extra_keyword_matches.add(value)
-    item.user_properties.extend(
-        [
-            ("task_id", task.id),
-            ("subset", task.subset),
-            ("turn", turn.index),
-            ("dialect", task.dialect),
-            ("model", settings.answer_source),
-        ]
-    )
+            tnode.extra_keyword_matches.add(value)
+
+
+def _properties(task: Task, turn: Turn, settings: Settings) -> list[tuple[str, object]]:
+    """Each item's JUnit properties (its own list: pytest adds to it)."""
+    return [
+        ("task_id", task.id),
+        ("subset", task.subset),
+        ("turn", turn.index),
+        ("dialect", task.dialect),
+        ("model", settings.answer_source),
+    ]
 
 
 def _clip(lines: list[str] | None) -> list[str] | None:

@@ -286,6 +286,11 @@ def test_markers_and_keywords_select_items(pytester: pytest.Pytester, mini: Path
     by_keyword = run(pytester, *base, "-k", "arith")  # metadata db_id of the double tasks
     assert sum(line.startswith("mini/task_") for line in by_keyword.outlines) == 6
     assert not any(line.startswith("mini/conv") for line in by_keyword.outlines)
+    # Every item carries its task's markers (set once on the task's node, inherited).
+    every = [line for line in run(pytester, *base).outlines if line.startswith("mini/")]
+    marked = run(pytester, *base, "-m", "plsql and subset_mini and dialect_postgres and (singleturn or multiturn)")
+    assert len(every) > 6 and [line for line in marked.outlines if line.startswith("mini/")] == every
+    assert not any(line.startswith("mini/") for line in run(pytester, *base, "-m", "dialect_oracle").outlines)
 
 
 def test_command_line_answer_source_wins_over_the_environment(
