@@ -15,7 +15,7 @@ from typing import Any, Generator
 
 import pytest
 
-from . import concise, families, hooks, judges
+from . import concise, families, hooks, judges, wire
 from .collect import HARNESS_KEY, Harness, PlsqlItem, build_items, check_kinds, make_record, scope_of
 from .errors import PlsqlBenchError, UsageError
 from .manifests import Manifest, discover, run_dialect
@@ -355,6 +355,23 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
         item.user_properties.append(("failure_class", rec["failure_class"]))
         report.user_properties = list(item.user_properties)
     return report
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_report_to_serializable(config: pytest.Config, report: Any) -> Generator[None, Any, Any]:
+    """On an xdist worker, a benchmark item's report leaves with its small parts packed (``wire``)."""
+    data = yield
+    if isinstance(data, dict) and getattr(config, "workerinput", None) is not None and is_active(config):
+        wire.pack(data)
+    return data
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_report_from_serializable(config: pytest.Config, data: Any) -> Generator[None, Any, Any]:
+    """The parts a worker packed are back in place before pytest rebuilds the report."""
+    if isinstance(data, dict):
+        wire.unpack(data)
+    return (yield)
 
 
 @pytest.hookimpl(optionalhook=True)

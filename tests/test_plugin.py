@@ -245,16 +245,29 @@ def test_results_identical_with_n0_n1_n2(pytester: pytest.Pytester, mini: Path) 
     docs = []
     for n in ("0", "1", "2"):
         out = pytester.path / f"r{n}.json"
+        xml = pytester.path / f"j{n}.xml"
         run(pytester, "--subset", "mini", "--plsql-tasks", str(mini), f"--plsql-answers={answers}",
-            f"--plsql-results={out}", "-n", n)
+            f"--plsql-results={out}", "-n", n, f"--junitxml={xml}")
         doc = results(out)
+        cases = {
+            (case.get("classname"), case.get("name")): (
+                [(p.get("name"), p.get("value")) for p in case.iter("property")],
+                [(f.tag, f.get("message")) for f in case if f.tag in ("failure", "error", "skipped")],
+            )
+            for case in ET.parse(xml).getroot().iter("testcase")
+        }
         docs.append(
             (
                 doc["subsets"],
-                [(t["task_id"], [(x["test_id"], x["turn"], x["passed"], x["failure_class"]) for x in t["tests"]]) for t in doc["tasks"]],
+                # Everything a test's entry says but where and how fast it ran: what crosses the
+                # xdist wire (packed, ``wire.py``) arrives as it left.
+                [(t["task_id"], t["answers"], [{k: v for k, v in x.items() if k not in ("worker", "duration_s")}
+                                               for x in t["tests"]]) for t in doc["tasks"]],
+                cases,
             )
         )
     assert docs[0] == docs[1] == docs[2]
+    assert any(props and dict(props).get("failure_class") == "wrong_output" for props, _ in docs[0][2].values())
     assert docs[0][0]["mini"]["tests"] == 12
     # Under -n 2 every task's items ran on a single worker.
     workers = {t["task_id"]: {x.get("worker") for x in t["tests"]} for t in results(pytester.path / "r2.json")["tasks"]}
