@@ -96,3 +96,30 @@ def test_split_results_are_shared_but_not_mutable() -> None:
     first = split(script, "postgres")
     first.append(first[0])
     assert len(split(script, "postgres")) == 2
+
+
+def test_the_watchdog_wakes_for_an_earlier_deadline_and_not_for_each_later_one() -> None:
+    from types import SimpleNamespace
+
+    from pytest_plsqlbench.dialects.postgres import _Watchdog
+
+    cancels: list[float] = []
+    session = SimpleNamespace(conn=SimpleNamespace(cancel_safe=lambda timeout: cancels.append(time.monotonic())),
+                              backend=SimpleNamespace(terminate=lambda pid: None), backend_pid=1)
+    dog = _Watchdog(session)  # type: ignore[arg-type]
+    try:
+        dog.arm(30.0)
+        time.sleep(0.05)  # it now sleeps toward the 31 s deadline
+        for _ in range(200):  # later deadlines: it sleeps on, nothing fires
+            dog.arm(30.0)
+            dog.disarm()
+        assert not cancels and not dog.fired
+        t0 = time.monotonic()
+        dog.arm(0.0)  # an earlier deadline (now + 1 s): it must be woken for it
+        deadline = t0 + 5
+        while not cancels and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert cancels and dog.fired
+        assert 0.9 <= cancels[0] - t0 < 2.0
+    finally:
+        dog.stop()

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import collections
 import logging
+import math
 import re
 import secrets
 import select
@@ -401,16 +402,22 @@ class _Watchdog:
         self._cancelled = False
         self._stopped = False
         self._thread: threading.Thread | None = None
+        #: When the thread wakes next on its own (inf: not before it is notified).
+        self._wakes_at = math.inf
 
     def arm(self, timeout: float) -> None:
         with self._cond:
             if self._thread is None or not self._thread.is_alive():
                 self._stopped = False
+                self._wakes_at = math.inf
                 self._thread = threading.Thread(target=self._watch, daemon=True, name="plsql-watchdog")
                 self._thread.start()
             self.fired = self._cancelled = False
             self._deadline = time.monotonic() + timeout + 1.0
-            self._cond.notify()
+            if self._deadline < self._wakes_at:
+                # Otherwise it wakes before this deadline anyway and waits on for the rest: one
+                # wake-up per timeout, not one per statement (a batch arms it for every test).
+                self._cond.notify()
 
     def disarm(self) -> None:
         with self._cond:  # waits for a cancel or terminate in progress
@@ -427,10 +434,12 @@ class _Watchdog:
             while not self._stopped:
                 deadline = self._deadline
                 if deadline is None:
+                    self._wakes_at = math.inf
                     self._cond.wait()
                     continue
                 left = deadline - time.monotonic()
                 if left > 0:
+                    self._wakes_at = deadline
                     self._cond.wait(left)
                     continue
                 self.fired = True
