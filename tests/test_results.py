@@ -539,6 +539,9 @@ def test_the_collector_keeps_a_benchmark_items_reports_small_without_changing_th
         assert item[0].keywords is item[1].keywords is item[2].keywords
         assert item[0].location is item[2].location
     assert first[0].keywords is not second[0].keywords  # each item has its own name among them
-    assert first[1].user_properties is first[2].user_properties is second[1].user_properties
-    assert first[0].user_properties is second[0].user_properties is not first[1].user_properties
+    # Equal properties share their pairs; each report keeps a list of its own to add to.
+    assert first[1].user_properties is not second[1].user_properties
+    assert all(a is b for a, b in zip(first[1].user_properties, second[1].user_properties))
+    assert all(a is b for a, b in zip(first[2].user_properties, second[2].user_properties))
+    assert first[0].user_properties[0] is second[0].user_properties[0]
     assert not collector._item_parts  # every item's teardown came: nothing kept for it  # noqa: SLF001
