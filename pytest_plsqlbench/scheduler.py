@@ -42,12 +42,20 @@ class TaskScheduling(LoadScopeScheduling):
 
     def _assign_work_unit(self, node: Any) -> None:
         """loadscope's, with dict lookups; a unit with nothing left to run is not handed out
-        (an empty batch produces no event, and the scheduler would wait for it forever)."""
+        (an empty batch produces no event, and the scheduler would wait for it forever).
+
+        A unit re-queued after a crash can be finished meanwhile by the worker that reran it;
+        when only such units were left, a worker with nothing to run is shut down, as loadscope
+        does when the queue is empty: it sends no more events, so nothing would ever do it
+        later, and the run would wait for it forever.
+        """
         assert self.workqueue
         scope, work_unit = self.workqueue.popitem(last=False)
         while all(work_unit.values()) and self.workqueue:
             scope, work_unit = self.workqueue.popitem(last=False)
         if all(work_unit.values()):
+            if not self._pending_of(self.assigned_work.get(node, {})):
+                node.shutdown()
             return
         self.assigned_work.setdefault(node, {})[scope] = work_unit
         index = self._index_of(node)

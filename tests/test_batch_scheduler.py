@@ -102,3 +102,20 @@ def test_a_crashed_worker_leaves_only_its_unfinished_task_to_run_again(pytestcon
     # The survivor runs the rest, the re-queued task's remaining items included.
     ran = drain(sched, nodes[1:], items)
     assert set(items[i] for i in first[2:]) <= set(ran["gw1"])
+
+
+def test_a_worker_is_shut_down_when_only_finished_units_were_left_in_the_queue(pytestconfig: pytest.Config) -> None:
+    """A unit re-queued after a crash and finished by the worker that reran it must not leave a
+    worker with nothing to run waiting for work forever (a hung run, seen under load)."""
+    items = collection(tasks=2, tests=2)
+    nodes = [Node("gw0"), Node("gw1")]
+    sched = scheduler(pytestconfig, nodes, items)
+    drain(sched, nodes, items)
+    gw0, gw1 = nodes
+    gw0.shutting_down = gw1.shutting_down = False  # as if both still waited for work
+    # The queue holds only a unit whose items have all run (re-queued, then finished elsewhere).
+    sched.workqueue["mbpp-plus/t000"] = {items[0]: True, items[1]: True}
+    sent_before = len(gw0.sent)
+    sched._reschedule(gw0)  # noqa: SLF001 - what a finished item or a crash elsewhere calls
+    assert gw0.shutting_down and len(gw0.sent) == sent_before  # nothing empty sent, and told to stop
+    assert not sched.workqueue
