@@ -40,6 +40,20 @@ class TaskScheduling(LoadScopeScheduling):
             self._positions[node] = cached
         return cached[1]
 
+    def _reschedule(self, node: Any) -> None:
+        """loadscope's, but never for a worker whose collection has not arrived yet.
+
+        A worker replacing a crashed one is a scheduler node from the moment it is ready, before
+        it has collected; when another worker crashes meanwhile, loadscope reschedules every
+        node, and handing this one a unit failed on its missing collection after the unit had
+        left the queue (xdist swallows that ``KeyError``): the unit was never sent, the worker
+        waited for work and the run for the worker, forever. Its work comes when its collection
+        does (``schedule()`` reschedules every node then).
+        """
+        if node not in self.registered_collections:
+            return
+        super()._reschedule(node)
+
     def _assign_work_unit(self, node: Any) -> None:
         """loadscope's, with dict lookups; a unit with nothing left to run is not handed out
         (an empty batch produces no event, and the scheduler would wait for it forever).

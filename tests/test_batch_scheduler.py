@@ -119,3 +119,26 @@ def test_a_worker_is_shut_down_when_only_finished_units_were_left_in_the_queue(p
     sched._reschedule(gw0)  # noqa: SLF001 - what a finished item or a crash elsewhere calls
     assert gw0.shutting_down and len(gw0.sent) == sent_before  # nothing empty sent, and told to stop
     assert not sched.workqueue
+
+
+def test_a_replacement_worker_gets_no_work_before_its_collection_and_all_of_it_after(pytestconfig: pytest.Config) -> None:
+    """A worker that crashes while its replacement is still collecting: the re-queued work waits
+    for the replacement's collection instead of being lost to it (a run that hung forever)."""
+    items = collection(tasks=3, tests=2)
+    gw0, gw1 = Node("gw0"), Node("gw1")
+    sched = scheduler(pytestconfig, [gw0, gw1], items)
+    sent = {n.gateway.id: [items[i] for batch in n.sent for i in batch] for n in (gw0, gw1)}
+    assert all(sent.values())
+    gw2 = Node("gw2")
+    sched.add_node(gw2)  # ready, still collecting
+    crashed = sched.remove_node(gw0)  # gw0 dies with all its work still to run
+    assert crashed == sent["gw0"][0]
+    assert not gw2.sent  # nothing handed to a worker without a collection
+    requeued = {nodeid for unit in sched.workqueue.values() for nodeid, done in unit.items() if not done}
+    requeued |= {nodeid for unit in sched.assigned_work[gw1].values() for nodeid, done in unit.items() if not done}
+    assert set(sent["gw0"]) <= requeued  # none of gw0's work is lost
+    sched.add_node_collection(gw2, items)
+    sched.schedule()  # what xdist calls when the replacement's collection arrives
+    ran = drain(sched, [gw1, gw2], items)
+    assert set(sent["gw0"]) <= set(ran["gw1"]) | set(ran["gw2"])
+    assert not sched.workqueue and not sched.has_pending
