@@ -296,7 +296,7 @@ class TaskRun:
                     # The session was lost twice running the same answer, and nothing says the
                     # harness or anyone else ended it: the answer's failure (documented class).
                     outcome = TestOutcome(
-                        turn_index, test.id, False, outcomes.WRONG_OUTPUT,
+                        turn_index, test.id, False, getattr(second, "repeat_class", outcomes.WRONG_OUTPUT),
                         f"the answer's session was lost again when run a second time: {second}",
                     )
                 else:

@@ -136,6 +136,9 @@ class _FakeBackend(Backend):
         # Ended from outside both times (57P01 FATAL, or the server died): the harness's trouble.
         ([SessionLost("lost", external=True), SessionLost("lost", external=True)], "infrastructure"),
         ([SessionLost("lost", external=False), SessionLost("lost", external=True)], "infrastructure"),
+        # The answer named a session-ending limit and the server's reason did not arrive: its timeout.
+        ([SessionLost("lost", external=False, limit_named=True)] * 2, "timeout"),
+        ([SessionLost("lost", external=True, limit_named=True)] * 2, "infrastructure"),
     ],
 )
 def test_retried_loss_that_repeats_with_the_same_answer_is_the_answers(errors: list[Exception], expected: str) -> None:
@@ -145,6 +148,40 @@ def test_retried_loss_that_repeats_with_the_same_answer_is_the_answers(errors: l
     run.start()
     outcome = run.run_test(1, task.turns[0].tests[0])
     assert ("passed" if outcome.passed else outcome.failure_class) == expected, outcome
+
+
+@pytest.mark.parametrize(("install", "expected"), [
+    ("SET transaction_timeout = '0';\nSELECT 1;", "timeout"),
+    ("DO $$ BEGIN PERFORM set_config('IDLE_SESSION_TIMEOUT', '0', false); END $$;", "timeout"),
+    ("SELECT 1;", "wrong_output"),
+    # Named in a test's script, not the answer's, it counts the same (any script of the task).
+    (None, "timeout"),
+])
+def test_a_close_without_a_reason_after_the_answer_named_a_session_limit_is_its_timeout(
+    backend: PostgresBackend, install: str | None, expected: str
+) -> None:
+    """A 1 ms ``transaction_timeout`` ends the session with a FATAL error, and the server's close
+    can overtake that error: libpq then reports no SQLSTATE. Closed here from the client's side,
+    so the error surely carries none."""
+    import os
+    import socket
+
+    session = backend.session()
+    session.begin_task()
+    try:
+        result = session.run(install or "SELECT current_setting('transaction_timeout');", isolated=install is not None,
+                             phase="install" if install else "test")
+        assert result.error is None, result.error
+        with socket.socket(fileno=os.dup(session.conn.pgconn.socket)) as sock:
+            sock.shutdown(socket.SHUT_RDWR)
+        with pytest.raises(SessionLost) as lost:
+            session.run("SELECT 2;", isolated=True, phase="test")
+        assert lost.value.repeats_are_the_answers
+        assert lost.value.repeat_class == expected
+    finally:
+        backend.recover()
+        session.end_task()
+    assert session._limit_named is False  # the next task starts without it
 
 
 # --------------------------------------------------------------------------- through the plugin

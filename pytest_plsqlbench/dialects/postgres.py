@@ -70,6 +70,8 @@ _TIMEOUT = {"57014", "55P03", "25P03"}
 _ANSWER_FATAL = {"25P03", "25P04", "57P05"}
 #: Session limits re-asserted (to the role's defaults) after every script whose effects stay.
 _LIMIT_SETTINGS = ("statement_timeout", "lock_timeout", "idle_in_transaction_session_timeout", "idle_session_timeout")
+#: Settings whose expiry ends the session (with an ``_ANSWER_FATAL`` error) rather than a statement.
+_SESSION_ENDING = ("transaction_timeout", "idle_in_transaction_session_timeout", "idle_session_timeout")
 #: The candidate's search path. ``pg_catalog`` is left implicit, which PostgreSQL searches
 #: *first* (naming it first would make it the schema unqualified CREATEs go to): on equal
 #: signatures a built-in wins, and the event-trigger guard refuses the better-matching
@@ -150,11 +152,15 @@ class SessionLost(InfrastructureError):
     answer is the answer's failure.
     """
 
-    def __init__(self, message: str, *, external: bool) -> None:
+    def __init__(self, message: str, *, external: bool, limit_named: bool = False) -> None:
         super().__init__(message)
         self.external = external
         #: Read by the runner: a repeat with the same answer is that answer's failure.
         self.repeats_are_the_answers = not external
+        #: ... and its class. A script of the answer named a session time limit, and the close
+        #: came without the server's reason: the limit's FATAL can be lost when the server's close
+        #: overtakes it (libpq then only says "server closed the connection unexpectedly").
+        self.repeat_class = outcomes.TIMEOUT if limit_named and not external else outcomes.WRONG_OUTPUT
 
 
 class _SessionBroken(InfrastructureError):
@@ -476,6 +482,8 @@ class PostgresSession(Session):
         #: A task's own ``SET LOCAL`` statement (a judge's search path, e.g. PLForge's Spider
         #: schema), applied again after the pinned settings are reset, until the task ends.
         self.task_setting: str | None = None
+        #: A script of this task named a setting whose expiry ends the session (see SessionLost).
+        self._limit_named = False
         self._watchdog = _Watchdog(self)
         self.connect()
 
@@ -526,7 +534,8 @@ class PostgresSession(Session):
         server_died = self.backend.server is not None and not self.backend.server.alive()
         external = sqlstate == "57P01" or server_died
         why = "the server process died" if server_died else _clip_text(_one_line(exc))
-        return SessionLost(f"database connection lost {doing}: {why}", external=external)
+        return SessionLost(f"database connection lost {doing}: {why}", external=external,
+                           limit_named=self._limit_named and sqlstate is None)
 
     def _exec(self, query: str | pgsql.Composable) -> None:
         """Run a harness statement.
@@ -572,6 +581,7 @@ class PostgresSession(Session):
                 self._exec(f"SAVEPOINT {self._savepoint}")
 
     def end_task(self) -> None:
+        self._limit_named = False
         if self.conn is None or self.conn.closed:
             self.connect()
             return
@@ -595,6 +605,9 @@ class PostgresSession(Session):
             raise InfrastructureError("the candidate connection is closed")
         statements = split(script, "postgres")
         result = Execution()
+        if not self._limit_named:
+            lowered = script.lower()
+            self._limit_named = any(name in lowered for name in _SESSION_ENDING)
         savepoint = "plsql_test" if isolated else "plsql_install"
         self._out = OutputCapture(self.backend.settings.database.max_output, result.lines)
         t0 = time.monotonic()
