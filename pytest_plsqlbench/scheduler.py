@@ -49,10 +49,21 @@ class TaskScheduling(LoadScopeScheduling):
         left the queue (xdist swallows that ``KeyError``): the unit was never sent, the worker
         waited for work and the run for the worker, forever. Its work comes when its collection
         does (``schedule()`` reschedules every node then).
+
+        And never leaving a worker holding a single item while work is queued (below).
         """
         if node not in self.registered_collections:
             return
         super()._reschedule(node)
+        # loadscope hands out one unit per call, and tops a worker up when an item finishes.
+        # A worker runs an item only once it holds the next one (or is told to stop), so a
+        # worker holding a single item finishes none: a replacement that got a task with one
+        # item left (the crashed item) would wait for more work, and the run for it.
+        while self.workqueue and not node.shutting_down and self._pending_of(self.assigned_work.get(node, {})) < 2:
+            queued = len(self.workqueue)
+            super()._reschedule(node)
+            if len(self.workqueue) == queued:
+                break
 
     def _assign_work_unit(self, node: Any) -> None:
         """loadscope's, with dict lookups; a unit with nothing left to run is not handed out

@@ -44,15 +44,23 @@ def scheduler(pytestconfig: pytest.Config, nodes: list[Node], items: list[str]) 
 
 
 def drain(sched: TaskScheduling, nodes: list[Node], items: list[str]) -> dict[str, list[str]]:
-    """Finish every item sent, in order, until no node has work; what each node ran."""
+    """Run what was sent as xdist's workers and controller do, until nothing moves; what each node ran.
+
+    A worker runs an item only once it holds the next one too (or is shutting down: then it runs
+    what it holds), and the controller shuts every worker down once ``tests_finished`` says so.
+    A node left holding work it never runs is a hung run; the tests' assertions see it.
+    """
     ran: dict[str, list[str]] = {n.gateway.id: [] for n in nodes}
     done = {n.gateway.id: 0 for n in nodes}
     progress = True
     while progress:
         progress = False
+        if sched.tests_finished:
+            for node in nodes:  # DSession.triggershutdown, after every event
+                node.shutdown()
         for node in nodes:
             queue = [i for batch in node.sent for i in batch]
-            while done[node.gateway.id] < len(queue):
+            while len(queue) - done[node.gateway.id] >= (1 if node.shutting_down else 2):
                 index = queue[done[node.gateway.id]]
                 done[node.gateway.id] += 1
                 ran[node.gateway.id].append(items[index])
@@ -142,3 +150,25 @@ def test_a_replacement_worker_gets_no_work_before_its_collection_and_all_of_it_a
     ran = drain(sched, [gw1, gw2], items)
     assert set(sent["gw0"]) <= set(ran["gw1"]) | set(ran["gw2"])
     assert not sched.workqueue and not sched.has_pending
+
+
+def test_a_lone_replacement_worker_gets_enough_work_to_start(pytestconfig: pytest.Config) -> None:
+    """A worker runs an item only once it holds the next one (or is told to stop). A replacement
+    that finds a task with one item left at the head of the queue must be given more work too,
+    or it waits for it, the controller waits for the worker, and the run hangs (seen under load
+    when both original workers had crashed)."""
+    items = ["s/a/case-1", "s/b/case-1", "s/b/case-2", "s/b/case-3", "s/c/case-1", "s/c/case-2", "s/c/case-3"]
+    gw0, gw1 = Node("gw0"), Node("gw1")
+    sched = scheduler(pytestconfig, [gw0, gw1], items)
+    sched.remove_node(gw0)  # both workers crash before running anything
+    sched.remove_node(gw1)
+    assert set(sched.workqueue) == {"s/a", "s/b", "s/c"}
+    sched.workqueue.move_to_end("s/a", last=False)  # re-queued first (the order crashes came in)
+    gw2 = Node("gw2")
+    sched.add_node(gw2)
+    sched.add_node_collection(gw2, items)
+    sched.schedule()  # what xdist calls when the replacement's collection arrives
+    assert sum(map(len, gw2.sent)) >= 2
+    ran = drain(sched, [gw2], items)
+    assert sorted(ran["gw2"]) == sorted(items)
+    assert sched.tests_finished and not sched.workqueue
