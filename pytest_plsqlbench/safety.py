@@ -86,6 +86,8 @@ _LIMITS = {
     "STATEMENT_TIMEOUT", "LOCK_TIMEOUT", "IDLE_IN_TRANSACTION_SESSION_TIMEOUT",
     "IDLE_SESSION_TIMEOUT", "TRANSACTION_TIMEOUT", "TEMP_FILE_LIMIT", "ROLE",
     "SESSION_AUTHORIZATION", "SESSION_REPLICATION_ROLE",
+    # Makes every error end the session as a FATAL with the code the answer raised.
+    "EXIT_ON_ERROR",
 }
 #: Functions and packages by rule (PostgreSQL functions, Oracle supplied packages).
 _CALLS = {

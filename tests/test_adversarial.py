@@ -170,6 +170,8 @@ def test_safety_check_flags_what_it_can_see(case: Case) -> None:
         ("postgres", "CREATE ROLE evil SUPERUSER;", "privileges"),
         ("postgres", "CREATE FUNCTION f() RETURNS int LANGUAGE c AS 'libc', 'system';", "programs"),
         ("postgres", "\\! touch /tmp/x\nSELECT 1;", "client"),
+        ("postgres", "SET exit_on_error = on;", "limits"),
+        ("postgres", "DO $$ BEGIN PERFORM set_config('exit_on_error', 'on', true); END $$;", "limits"),
         ("oracle", "BEGIN EXECUTE IMMEDIATE 'DROP TABLE employees'; END;\n/", "drop"),
         ("oracle", "BEGIN EXECUTE IMMEDIATE q'[GRANT DBA TO scott]'; END;\n/", "privileges"),
         ("oracle", "DECLARE f UTL_FILE.FILE_TYPE; BEGIN f := UTL_FILE.FOPEN('D', 'x', 'w'); END;\n/", "server-files"),

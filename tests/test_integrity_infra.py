@@ -53,6 +53,48 @@ def test_a_raised_sqlstate_is_the_answers_failure(backend: PostgresBackend, code
     assert got == {"t-5": (False, "wrong_output"), "t3": (True, "passed"), "t15": (False, "wrong_output")}
 
 
+def fatal_clamp(code: str) -> str:
+    """Right inside the range; outside it, makes its error end the session (``exit_on_error``,
+    named so the safety check cannot see it) with a code that looks like an outside kill."""
+    return (f"CREATE FUNCTION clamp_value(x int) RETURNS int LANGUAGE plpgsql AS $$ BEGIN "
+            f"IF x BETWEEN 0 AND 10 THEN RETURN x; END IF; "
+            f"PERFORM set_config('exit_' || 'on_error', 'on', true); "
+            f"RAISE EXCEPTION 'terminating connection due to administrator command' USING ERRCODE = '{code}'; END $$;")
+
+
+@pytest.mark.parametrize("code", ("57P01", "57P02", "57P03", "08006", "XX000"))
+def test_an_error_the_answer_makes_fatal_is_its_failure_whatever_its_code(backend: PostgresBackend, code: str) -> None:
+    """A FATAL with ``57P01`` is what an outside ``pg_terminate_backend`` sends, and what any
+    answer can send too: a loss is only the harness's when the harness knows it caused it."""
+    report = evaluate_task(backend, clamp_task(), [fatal_clamp(code)])
+    got = {o.test_id: (o.passed, o.failure_class) for o in report.outcomes}
+    assert got == {"t-5": (False, "wrong_output"), "t3": (True, "passed"), "t15": (False, "wrong_output")}, report
+    assert all("lost again" in o.message for o in report.outcomes if not o.passed)
+
+
+def test_a_backend_the_harness_terminated_is_the_harnesss_loss(backend: PostgresBackend) -> None:
+    """The other side: a backend terminated from the admin side on both attempts (what
+    ``PostgresBackend.terminate`` does) is infrastructure, never the answer's failure."""
+    task = clamp_task()
+    run = TaskRun(backend, task, [raising_clamp("P0001")])
+    run.start()
+    session = backend.session()
+    real_run = session.run
+
+    def killed_run(script: str, **kwargs):  # type: ignore[no-untyped-def]
+        if "clamp_value(3)" in script:
+            backend.terminate(session.backend_pid)
+        return real_run(script, **kwargs)
+
+    session.run = killed_run  # type: ignore[method-assign]
+    try:
+        outcome = run.run_test(1, task.turns[0].tests[1])
+    finally:
+        del session.run
+        run.finish()
+    assert (outcome.passed, outcome.failure_class) == (False, "infrastructure"), outcome
+
+
 @pytest.mark.parametrize("code", ("XX000", "08006", "57P01", "58030"))
 def test_an_install_raising_a_harness_looking_code_fails_its_tests(backend: PostgresBackend, code: str) -> None:
     answer = f"DO $$ BEGIN RAISE EXCEPTION 'oops' USING ERRCODE = '{code}'; END $$;\n" + raising_clamp("P0001")

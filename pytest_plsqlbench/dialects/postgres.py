@@ -145,11 +145,13 @@ def classify(sqlstate: str | None, phase: Phase) -> str:
 class SessionLost(InfrastructureError):
     """The candidate's connection really closed (its own state says so) under a statement.
 
-    ``external``: the server or someone with the right to signal backends ended it (a genuine
-    ``57P01`` FATAL -- the candidate may not signal backends -- or the server process died), so
-    it is the harness's trouble however often it repeats. Otherwise the statement may have
-    brought it on (a backend crash): the runner retries once, and a second loss under the same
-    answer is the answer's failure.
+    ``external``: the server process died, or the harness itself terminated the backend
+    (:meth:`PostgresBackend.terminate`), so it is the harness's trouble however often it
+    repeats. Never the error's code: with ``exit_on_error`` (a setting any role may change)
+    every error the answer raises ends its session as a FATAL carrying the code it chose, a
+    ``57P01`` "administrator command" included. Otherwise the statement may have brought it on
+    (a backend crash, an error made fatal): the runner retries once, and a second loss under the
+    same answer is the answer's failure.
     """
 
     def __init__(self, message: str, *, external: bool, limit_named: bool = False) -> None:
@@ -460,7 +462,8 @@ class _Watchdog:
                     self._deadline = time.monotonic() + 3.0
                 else:
                     self._deadline = None
-                    self.session.backend.terminate(self.session.backend_pid)
+                    # The answer's runaway statement: its timeout, not an outside termination.
+                    self.session.backend.terminate(self.session.backend_pid, external=False)
 
 
 class PostgresSession(Session):
@@ -532,7 +535,7 @@ class PostgresSession(Session):
     def _lost_error(self, exc: BaseException, doing: str) -> SessionLost:
         sqlstate = getattr(exc, "sqlstate", None)
         server_died = self.backend.server is not None and not self.backend.server.alive()
-        external = sqlstate == "57P01" or server_died
+        external = server_died or (self.backend_pid is not None and self.backend_pid in self.backend.terminated)
         why = "the server process died" if server_died else _clip_text(_one_line(exc))
         return SessionLost(f"database connection lost {doing}: {why}", external=external,
                            limit_named=self._limit_named and sqlstate is None)
@@ -993,6 +996,8 @@ class PostgresBackend(Backend):
         self._owns_database = False
         self._version = ""
         self._session: PostgresSession | None = None
+        #: Backends the harness terminated (``terminate``): their loss is not the answer's.
+        self.terminated: set[int] = set()
         #: ``RESET`` of every pinned setting and limit the server knows (after each kept script).
         self.setting_reset = "; ".join(f"RESET {name}" for name in (*PINNED_SETTINGS, *_LIMIT_SETTINGS))
         #: The candidate connection's startup options (see PINNED_SETTINGS).
@@ -1283,9 +1288,13 @@ class PostgresBackend(Backend):
             self._session = PostgresSession(self)
         return self._session
 
-    def terminate(self, pid: int | None) -> None:
+    def terminate(self, pid: int | None, *, external: bool = True) -> None:
+        """End a backend from the admin side; ``external``: a loss it causes is the harness's
+        (``SessionLost.external``), which the backend's own error code can never say."""
         if pid is None:
             return
+        if external:
+            self.terminated.add(pid)
         try:
             with psycopg.connect(self.db_dsn, autocommit=True, connect_timeout=5) as conn:
                 conn.execute("SELECT pg_terminate_backend(%s)", (pid,))
