@@ -299,6 +299,13 @@ class TaskRun:
                         turn_index, test.id, False, getattr(second, "repeat_class", outcomes.WRONG_OUTPUT),
                         f"the answer's session was lost again when run a second time: {second}",
                     )
+                    # The task's next test starts on a live session, as this one's retry did
+                    # (else it would meet the closed connection, not the answer).
+                    try:
+                        self.backend.recover()
+                        self._restart_rollout(turn_index)
+                    except InfrastructureError:
+                        pass  # the next test meets it and reports it
                 else:
                     outcome = TestOutcome(
                         turn_index, test.id, False, outcomes.INFRASTRUCTURE,

@@ -238,6 +238,9 @@ def test_a_smoke_like_run_of_code_raising_answers_scores_what_they_deserve(pytes
             for x in (-5, 15)
         ]}
         answers[name] = raising_clamp(code)
+    for code in ("57P01", "57P02"):  # the error made FATAL: the session ends, twice
+        tasks[f"fatal_{code}"] = {"entry_points": ["clamp_value"], "tests": tasks["clamp_0"]["tests"]}
+        answers[f"fatal_{code}"] = fatal_clamp(code)
     tasks["install_raises"] = {"entry_points": ["clamp_value"], "tests": tasks["clamp_0"]["tests"]}
     answers["install_raises"] = "DO $$ BEGIN RAISE EXCEPTION 'x' USING ERRCODE = 'XX000'; END $$;"
     folder, answers_file = write_subset(pytester.path, "hostile", tasks, answers)
