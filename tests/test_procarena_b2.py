@@ -139,6 +139,20 @@ def test_measure_warms_up_rotates_and_reports_medians_noise_and_work() -> None:
     assert len(calls) == 15 and not any(f for _, f in calls[:6]) and all(f for _, f in calls[6:9])
 
 
+def test_measure_keeps_the_state_of_every_measured_run_of_a_checked_contender() -> None:
+    kept: list[tuple[str, bool]] = []
+
+    def run(code: str, keep: bool) -> timing.Run:
+        kept.append((code, keep))
+        return timing.Run(1.0, work.Work({"scans": 1}))
+
+    timing.measure(run, {"gold": "g", "baseline": "b", "candidate": "c"}, 3, warmup=1, checked=("candidate",))
+    measured = kept[3:]
+    assert [k for c, k in measured if c == "c"] == [True, True, True]  # every measured run of the candidate
+    assert [k for c, k in measured if c == "g"] == [True, False, False]  # gold: its first one
+    assert not any(k for _, k in kept[:3])  # warm-ups: none
+
+
 def test_a_contender_that_times_out_runs_no_more() -> None:
     ran: list[str] = []
 
@@ -413,6 +427,59 @@ def test_answer_that_behaves_only_on_the_small_fixture_is_rejected_at_scale(back
     assert all(o.passed for o in got[:-1])  # equal at fixture size
     rec = got[-1].extra["b2"]
     assert not got[-1].passed and rec["rejection"] == "wrong_state" and "scale" in rec["why"]
+
+
+#: An install step that counts the answer's own runs at scale (a rolled-back update of a table no
+#: contender writes: the statistics counter keeps it across the bench's rollbacks).
+_COUNT_MY_RUNS = """
+DO $t$ BEGIN
+  IF (SELECT count(*) FROM clinic.patients) > 100 THEN
+    BEGIN
+      UPDATE clinic.doctors SET active = active WHERE doctor_id = (SELECT min(doctor_id) FROM clinic.doctors);
+      RAISE EXCEPTION 'undo' USING ERRCODE = 'P0001';
+    EXCEPTION WHEN raise_exception THEN NULL;
+    END;
+  END IF;
+END $t$;
+"""
+
+
+def test_answer_that_skips_its_work_after_its_first_measured_run_is_rejected(backend: Any, b2_task: Any) -> None:
+    """Two warm-ups and the first measured run do gold's work; every later run returns at once.
+    Checking only the first measured run admitted it with an arbitrary acceleration."""
+    gold = _spec(b2_task).gold
+    head, body = gold.split("BEGIN", 1)
+    cheat = head + ("BEGIN\n  IF pg_catalog.pg_stat_get_xact_tuples_updated('clinic.doctors'::regclass) > 3 "
+                    "THEN RETURN; END IF;") + body + _COUNT_MY_RUNS
+    got = _perf(backend, b2_task, cheat)
+    assert all(o.passed for o in got[:-1])  # equal at fixture size
+    rec = got[-1].extra["b2"]
+    assert not got[-1].passed and rec["rejection"] == "wrong_state", rec
+    assert "measured run 2 of 2" in rec["why"] and "acceleration" not in rec
+
+
+def test_runs_share_no_session_state_and_the_answer_cannot_analyze(backend: Any, b2_task: Any) -> None:
+    """What outlives ``ROLLBACK TO SAVEPOINT`` (prepared statements, session advisory locks) is
+    cleared between runs, and the analyzer the scaler uses is not the answer's to call (ANALYZE
+    writes planner statistics in place: no rollback undoes it)."""
+    import psycopg
+
+    spec = _spec(b2_task)
+    backend.ensure_fixtures(b2_task.fixtures)
+    backend.allow_writes([spec.schema])
+    leave = ("DO $l$ BEGIN PERFORM pg_catalog.pg_advisory_lock(42); "
+             "EXECUTE 'PREPARE plsql_memo AS SELECT 1'; END $l$;")
+    with timing.PgBench(backend, spec.schema, spec.calls, 200) as bench:
+        assert bench.run(leave).install_error is None
+        conn = bench.conn
+        assert conn.execute("SELECT count(*) FROM pg_catalog.pg_prepared_statements").fetchone()[0] in (0, "0")
+        assert conn.execute("SELECT count(*) FROM pg_catalog.pg_locks WHERE locktype = 'advisory' "
+                            "AND pid = pg_catalog.pg_backend_pid()").fetchone()[0] in (0, "0")
+        called = bench.run("DO $a$ BEGIN PERFORM plsqlbench_b2.analyze_schema('clinic'); END $a$;")
+        assert called.install_error is not None and "permission denied" in called.install_error
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+            with conn.transaction():
+                conn.execute("SELECT plsqlbench_b2.analyze_schema('clinic')")
 
 
 def test_answer_that_does_not_install_is_a_compile_failure(backend: Any, b2_task: Any) -> None:

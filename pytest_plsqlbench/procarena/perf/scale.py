@@ -279,6 +279,22 @@ def install_analyzer(admin: Any, role: str) -> bool:
         return False
 
 
+def revoke_analyzer(admin: Any, role: str) -> None:
+    """Take back what :func:`install_analyzer` granted, once the scaled tables are analyzed.
+
+    ANALYZE writes ``pg_class.reltuples``/``relpages`` in place, which no rollback undoes: an
+    answer that could call it (say, on tables it emptied in a subtransaction it then rolled
+    back) would leave gold and the degraded input planning against tables that look empty for
+    the rest of the bench, and every later task on the worker too."""
+    from psycopg import sql as pgsql
+
+    try:
+        with admin.transaction():
+            admin.execute(pgsql.SQL(f"REVOKE EXECUTE ON FUNCTION {ANALYZER}(text) FROM {{}}").format(pgsql.Identifier(role)))
+    except Exception as exc:  # noqa: BLE001 - logged; the grant stays, as it was before this call
+        log.warning("B2: could not revoke the analyzer from %s (%s)", role, str(exc).strip())
+
+
 def pg_rows(conn: Any, table: Table) -> list[Row]:
     """The table's rows in key order, as Python values."""
     from psycopg import sql as pgsql

@@ -93,9 +93,12 @@ def rotation(labels: Sequence[str], repeats: int) -> list[list[str]]:
 
 
 def measure(run: Callable[[str, bool], Run], contenders: Mapping[str, str], repeats: int,
-            warmup: int = 2) -> dict[str, Measurement]:
-    """Time every contender ``repeats`` times in rotating order; ``run(code, first)`` performs one
-    run (``first``: the contender's first run, when its final state is also kept).
+            warmup: int = 2, checked: Sequence[str] = ()) -> dict[str, Measurement]:
+    """Time every contender ``repeats`` times in rotating order; ``run(code, keep_state)`` performs
+    one run, keeping its final state for the contender's first measured run, and for every
+    measured run of the ``checked`` contenders (the candidate: an answer can tell its runs apart --
+    statistics counters and row versions outlive the rollback between runs -- so each run whose
+    time counts must be shown to leave gold's state, not only the first).
 
     ``warmup`` unmeasured rounds come first: the first runs after scaling meet cold caches, and
     tables and indexes that rolled-back runs have not yet grown -- the planner sees their current
@@ -118,7 +121,7 @@ def measure(run: Callable[[str, bool], Run], contenders: Mapping[str, str], repe
     for order in rotation(list(contenders), repeats):
         for label in order:
             if label not in stopped:
-                out[label].runs.append(once(label, not out[label].runs))
+                out[label].runs.append(once(label, not out[label].runs or label in checked))
     return out
 
 
@@ -137,6 +140,12 @@ def bench_for(backend: Any, spec: Any, *, hold: bool = False) -> Any:
 
 
 # --------------------------------------------------------------------------- PostgreSQL
+#: Session state that survives ``ROLLBACK TO SAVEPOINT`` and that an answer can write: prepared
+#: statements and session-level advisory locks. (Statistics counters survive too, and cannot be
+#: reset; every measured run of the candidate is checked against gold instead, :func:`measure`.)
+_SESSION_RESET = "DEALLOCATE ALL; SELECT pg_catalog.pg_advisory_unlock_all()"
+
+
 class PgBench:
     """The scaled database of one task on the worker's candidate session.
 
@@ -168,7 +177,11 @@ class PgBench:
         self.session.begin_task()
         try:
             self.conn = self.session.conn
-            self.plan = sc.pg_scale(self.conn, self.schema, self.scale_rows, self.scale, self.seed, analyze=analyze)
+            try:
+                self.plan = sc.pg_scale(self.conn, self.schema, self.scale_rows, self.scale, self.seed, analyze=analyze)
+            finally:
+                if analyze:  # the candidate calls it only here, before any answer runs
+                    sc.revoke_analyzer(self.backend.admin, self.backend.role)
             self.conn.execute(f"SAVEPOINT {self.SAVEPOINT}")
         except BaseException:
             self.session.end_task()
@@ -205,3 +218,6 @@ class PgBench:
             return Run(seconds, work, tuple(raised), error, state, timed_out)
         finally:
             conn.execute(f"ROLLBACK TO SAVEPOINT {self.SAVEPOINT}")
+            # What a rollback leaves of a run in the session: nothing a later run may read back
+            # (a cache of the work done, or a count of the runs so far).
+            conn.execute(_SESSION_RESET)
