@@ -482,6 +482,27 @@ def test_runs_share_no_session_state_and_the_answer_cannot_analyze(backend: Any,
                 conn.execute("SELECT plsqlbench_b2.analyze_schema('clinic')")
 
 
+def test_a_scope_cannot_read_what_the_previous_one_wrote(backend: Any, b2_task: Any) -> None:
+    """Gold's scope and then the candidate's run on one connection: the per-table counts of the
+    backend's pending statistics would tell the candidate how many rows gold wrote where."""
+    spec = _spec(b2_task)
+    backend.ensure_fixtures(b2_task.fixtures)
+    backend.allow_writes([spec.schema])
+    session = backend.session()
+    read = "SELECT pg_catalog.pg_stat_get_xact_tuples_updated('clinic.doctors'::regclass)"
+    session.begin_task()
+    try:
+        session.run("UPDATE clinic.doctors SET active = active;", isolated=False, phase="test")
+        assert int(session.conn.execute(read).fetchone()[0]) > 0  # the counter this test watches
+    finally:
+        session.end_task()
+    session.begin_task()
+    try:
+        assert int(session.conn.execute(read).fetchone()[0]) == 0
+    finally:
+        session.end_task()
+
+
 def test_answer_that_does_not_install_is_a_compile_failure(backend: Any, b2_task: Any) -> None:
     from pytest_plsqlbench import outcomes
 

@@ -591,6 +591,12 @@ class PostgresSession(Session):
         try:
             self._exec("ROLLBACK")
             self._exec("DISCARD ALL")
+            if self.conn.info.server_version >= 150000:
+                # The backend's pending statistics (``pg_stat_get_xact_*``, readable by anyone)
+                # outlive a transaction until flushed, at most once a second: the next scope on
+                # this connection -- the candidate's, after gold's -- would read how many rows
+                # the last one wrote in each table. Flushed when the connection next goes idle.
+                self._exec("SELECT pg_catalog.pg_stat_force_next_flush()")
         except InfrastructureError:
             self.connect()
         self._in_task = False
