@@ -139,6 +139,25 @@ def test_ledger_simulator_answers_from_matched_entries_only(task: Task) -> None:
     assert s.index == -1 and s.fallback
 
 
+def test_one_question_cannot_empty_the_ledger(task: Task) -> None:
+    """A question stuffed with every key's words is not answered; one that names three things
+    gets the two it matches best; the selector is bounded the same way."""
+    from pytest_plsqlbench.procarena.interactive.simulator import MAX_ENTRIES, TOO_BROAD
+
+    spec = spec_of(task)
+    assert spec.interactive is not None and len(spec.interactive.ledger) > MAX_ENTRIES
+    sim = LedgerSimulator(spec.interactive.ledger, spec.behaviour)
+    stuffed = " ".join(e.key for e in spec.interactive.ledger) + " " + spec.interactive.requirement
+    r = sim.ask_user(stuffed)
+    assert r.revealed == [] and r.text == TOO_BROAD
+    three = ("What is the put-away room of a location, what is 'landed moving-average cost', "
+             "and how exactly does the supplier rating change?")
+    r = sim.ask_user(three)
+    assert len(r.revealed) == MAX_ENTRIES and set(r.revealed) <= {"M1", "M2", "M3"}
+    s = sim.ask_selector("Which one?", [stuffed, "no change"])
+    assert s.index == -1 and s.revealed == []
+
+
 # --------------------------------------------------------------------------- episodes (stub + PostgreSQL)
 @pytest.fixture(scope="module")
 def backend() -> Iterator[Any]:

@@ -70,6 +70,13 @@ def score(question: str, entry: LedgerEntry) -> float:
 
 
 MATCH_THRESHOLD = 0.5
+#: A question is about a few things at most, as a user answers it: the entries it matches best,
+#: no more, and a question longer than this many content words is not answered at all. Without
+#: both, one question stuffed with every word of the requirement and the schema matched (and
+#: revealed) most of a task's ledger for the price of one question.
+MAX_ENTRIES = 2
+MAX_QUESTION_WORDS = 40
+TOO_BROAD = "Please ask about one thing at a time; I cannot answer all of that at once."
 
 
 @dataclass
@@ -100,9 +107,14 @@ class Simulator:
         raise NotImplementedError
 
     # shared by both kinds
+    @staticmethod
+    def too_broad(question: str, options: Sequence[str] = ()) -> bool:
+        """More content words than one question holds (options: as many again, all together)."""
+        return len(words(question)) > MAX_QUESTION_WORDS or len(words(" ".join(options))) > MAX_QUESTION_WORDS
+
     def matched(self, question: str) -> list[LedgerEntry]:
         scored = [(score(question, e), n, e) for n, e in enumerate(self.ledger)]
-        return [e for s, _, e in sorted(scored, key=lambda t: (-t[0], t[1])) if s >= MATCH_THRESHOLD]
+        return [e for s, _, e in sorted(scored, key=lambda t: (-t[0], t[1])) if s >= MATCH_THRESHOLD][:MAX_ENTRIES]
 
     def fallback_sentences(self, question: str, limit: int = 2) -> str:
         """The behaviour description's sentences that share most content words with the question."""
@@ -119,12 +131,16 @@ class LedgerSimulator(Simulator):
     kind = "ledger"
 
     def ask_user(self, question: str) -> Reply:
+        if self.too_broad(question):
+            return Reply(TOO_BROAD, fallback=True)
         entries = self.matched(question)
         if not entries:
             return Reply(self.fallback_sentences(question), fallback=True)
         return Reply("\n\n".join(e.answer.strip() for e in entries), revealed=[e.id for e in entries])
 
     def ask_selector(self, question: str, options: Sequence[str]) -> Reply:
+        if self.too_broad(question, options):
+            return Reply(f"{SELECTOR_NONE}: {TOO_BROAD}", fallback=True, index=SELECTOR_NONE)
         entries = self.matched(" ".join([question, *options]))
         if not entries:
             return Reply(f"{SELECTOR_NONE}: none of the options is confirmed", fallback=True, index=SELECTOR_NONE)
@@ -191,10 +207,13 @@ class ModelSimulator(Simulator):
         except json.JSONDecodeError:
             ids = re.findall(r"\b[A-Z]+\d+\b", found.group(0) if found else "")
         by_id = {e.id: e for e in self.ledger}
-        return [by_id[i] for i in dict.fromkeys(str(i) for i in ids if isinstance(i, (str, int))) if i in by_id]
+        chosen = [by_id[i] for i in dict.fromkeys(str(i) for i in ids if isinstance(i, (str, int))) if i in by_id]
+        return chosen[:MAX_ENTRIES]
 
     def ask_user(self, question: str) -> Reply:
         usage: dict[str, Any] = {}
+        if self.too_broad(question):
+            return Reply(TOO_BROAD, fallback=True, usage=usage)
         entries = self._match(question, usage)
         if entries:
             facts = "\n".join(f"- {e.answer.strip()}" for e in entries)
@@ -207,6 +226,8 @@ class ModelSimulator(Simulator):
 
     def ask_selector(self, question: str, options: Sequence[str]) -> Reply:
         usage: dict[str, Any] = {}
+        if self.too_broad(question, options):
+            return Reply(f"{SELECTOR_NONE}: {TOO_BROAD}", fallback=True, index=SELECTOR_NONE, usage=usage)
         entries = self._match(" ".join([question, *options]), usage)
         facts = "\n".join(f"- {e.answer.strip()}" for e in entries) or self.behaviour.strip()
         listing = "\n".join(f"{n}. {o}" for n, o in enumerate(options))
