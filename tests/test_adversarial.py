@@ -399,6 +399,25 @@ def test_a_huge_result_does_not_grow_the_harness(backend: PostgresBackend) -> No
     assert psutil.Process().memory_info().rss - before < 100 << 20
 
 
+def test_a_result_cut_at_the_row_cap_says_so(backend: PostgresBackend, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An answer printing exactly the first MAX_ROWS rows of a longer gold result must not match
+    it: the cut is marked, as the character cap's is (a cap of 10 rows here, under the
+    backend's character cap)."""
+    from pytest_plsqlbench.dialects import postgres
+
+    MAX_ROWS = 10
+    monkeypatch.setattr(postgres, "MAX_ROWS", MAX_ROWS)
+    session = backend.session()
+    session.begin_task()
+    try:
+        whole = session.run(f"SELECT g FROM generate_series(1, {MAX_ROWS + 5}) g;", isolated=True, phase="test")
+        exact = session.run(f"SELECT g FROM generate_series(1, {MAX_ROWS}) g;", isolated=True, phase="test")
+    finally:
+        session.end_task()
+    assert whole.truncated and whole.lines[-1] == f"<result truncated at {MAX_ROWS} rows>"
+    assert whole.lines[:MAX_ROWS] == exact.lines and not exact.truncated and whole.lines != exact.lines
+
+
 # --------------------------------------------------------------------------- the whole plugin, -n 2
 def write_adversarial_subset(root: Path) -> tuple[Path, Path, list[str]]:
     """Hostile tasks interleaved with canaries; returns (tasks folder, answers file, canary ids)."""

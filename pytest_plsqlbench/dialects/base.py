@@ -89,6 +89,12 @@ class OutputCapture:
         self.chars += len(line) + 1
         self.lines.append(line)
 
+    def cut(self, marker: str) -> None:
+        """Stop capturing for another cap (a row count), saying so once."""
+        if not self.truncated:
+            self.lines.append(marker)
+            self.truncated = True
+
 
 class Session(abc.ABC):
     """The candidate's connection.

@@ -951,8 +951,11 @@ class PostgresSession(Session):
             for n, row in enumerate(cur.stream(text, size=size)):
                 if void is None:
                     void = all(col.type_code == VOID_OID for col in cur.description or ())
-                if not void and n < MAX_ROWS and not self._out.truncated:
-                    self._out.append(format_row(row))
+                if not void and not self._out.truncated:
+                    if n < MAX_ROWS:
+                        self._out.append(format_row(row))
+                    else:  # said, as the character cap is: a cut result never reads as a whole one
+                        self._out.cut(f"<result truncated at {MAX_ROWS} rows>")
         except psycopg.ProgrammingError as exc:
             # stream() reports a statement without a result set (DDL, DO, CALL ...) this way,
             # after reading it to the end.

@@ -320,7 +320,10 @@ class OracleSession(Session):
                 if cur.description:
                     types = [getattr(d.type_code, "name", str(d.type_code)) for d in cur.description]
                     for n, row in enumerate(cur):
-                        if n >= MAX_ROWS or self._out.truncated:
+                        if self._out.truncated:
+                            break
+                        if n >= MAX_ROWS:  # said, as the character cap is
+                            self._out.cut(f"<result truncated at {MAX_ROWS} rows>")
                             break
                         self._out.append(",".join(format_cell(v, t) for v, t in zip(row, types)))
                 warning = cur.warning
