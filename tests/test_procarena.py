@@ -296,6 +296,27 @@ def test_search_path_games_do_not_redirect_the_snapshot(backend: object) -> None
     assert not got[0].passed and "answers.accounts: created by the answer" in got[0].message
 
 
+def test_a_table_past_the_row_cap_is_compared_whole(backend: object) -> None:
+    """Past ``max_rows`` the snapshot keeps no rows but a digest of the whole table: a change
+    after the first rows read still differs, an equal table in another physical order does not."""
+    from pytest_plsqlbench.procarena import state as st
+
+    session = backend.session()  # type: ignore[attr-defined]
+    session.begin_task()
+    try:
+        conn = session.conn
+        conn.execute("CREATE TABLE answers.big AS SELECT g AS id, g * 2 AS v FROM generate_series(1, 50) g")
+        before = st.pg_snapshot(conn, ["answers"], max_rows=10)
+        conn.execute("UPDATE answers.big SET v = -1 WHERE id = 45")
+        changed = st.pg_snapshot(conn, ["answers"], max_rows=10)
+        conn.execute("UPDATE answers.big SET v = 90 WHERE id = 45")  # back, as another row version
+        again = st.pg_snapshot(conn, ["answers"], max_rows=10)
+    finally:
+        session.end_task()
+    assert "50 rows, digest" in (before["answers.big"].problem or "")
+    assert st.diff(before, changed) and not st.diff(before, again)
+
+
 # --------------------------------------------------------------------------- metrics
 def _entry(scenario: str, dialect: str, passed: list[bool], ftype: str = "control_flow") -> dict:
     tests = [{"test_id": f"call-{i}", "passed": p, "failure_class": "passed" if p else "wrong_output",

@@ -238,8 +238,20 @@ def pg_snapshot(conn: Any, schemas: Iterable[str], max_rows: int = MAX_ROWS) -> 
                 conn.execute("ROLLBACK TO SAVEPOINT plsql_snapshot_table")
                 out[name] = table_state(name, names, (), f"unreadable ({str(exc).strip().splitlines()[0]})")
                 continue
-            problem = f"more than {max_rows} rows" if len(rows) > max_rows else None
-            canon = (tuple(_pg_value(v, c[1], c[2]) for v, c in zip(row, cols)) for row in rows[:max_rows])
+            problem = None
+            if len(rows) > max_rows:
+                # Compared in part only: the whole table's rows (as text, sorted) are digested on
+                # the server, so a difference past the first max_rows rows still shows.
+                digest = pgsql.SQL(
+                    "SELECT count(*), md5(string_agg(r, E'\\n' ORDER BY r)) FROM "
+                    "(SELECT ROW({})::pg_catalog.text AS r FROM {}.{}) q").format(
+                    pgsql.SQL(", ").join(pgsql.SQL("{}::pg_catalog.text").format(pgsql.Identifier(c)) for c in names)
+                    if names else pgsql.SQL(""),
+                    pgsql.Identifier(schema), pgsql.Identifier(table))
+                count, md5 = conn.execute(digest).fetchone()
+                problem = f"more than {max_rows} rows ({count} rows, digest {md5})"
+                rows = []  # the first rows read depend on physical order: the digest decides
+            canon = (tuple(_pg_value(v, c[1], c[2]) for v, c in zip(row, cols)) for row in rows)
             out[name] = table_state(name, names, canon, problem)
     except psycopg.Error as exc:
         if conn.closed or conn.broken:
