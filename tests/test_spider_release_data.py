@@ -78,6 +78,10 @@ def test_published_references_on_the_releases_database(
     assert report["tables_without_rows"]["CRE_DOC_TEMPLATE_MGT.DOCUMENTS"]["tasks"] == ON_DOCUMENTS
     assert report["load_adjustments"] == {"CRE_DOC_TEMPLATE_MGT": [NOT_NULL_LINE.split(": ", 1)[1]]}
     assert report["load_errors"] == {} and report["rows_not_loaded"] == []
+    # Tasks an answer printing nothing passes are named (the gold rows each test recorded).
+    empty = sorted((t["task_id"] for t in doc["tasks"] if t["tests"][0]["expected"] == []), key=lambda i: int(i[7:]))
+    assert report["empty_gold_tasks"] == empty and len(empty) == 11
+    result.stdout.fnmatch_lines(["  gold result empty: 11 of the 22 task(s) run -- an answer that prints nothing passes them*"])
     assert doc["subsets"]["spider"]["failure_classes"]["infrastructure"] == 0
     assert doc["subsets"]["spider"]["suite_pass"] == pytest.approx(16 / 22)
 

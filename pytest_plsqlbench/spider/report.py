@@ -77,6 +77,12 @@ class SpiderReport:
             "data_rows": task.metadata.get("data_rows", 0),
         }
         test = item.test
+        if test.kind == "rows":
+            run = item.task_node.run
+            gold = test.expected if test.expected is not None else (
+                run.expected.get((item.turn.index, test.id)) if run is not None else None)
+            if isinstance(gold, (list, tuple)):
+                rec["gold_rows"] = len(gold)
         if (
             self.settings.model.name == "reference"
             and test.kind == "rows"
@@ -165,6 +171,9 @@ class SpiderReport:
             gold = [t for t in tasks if "gold_transpiled" in t.metadata]
             if gold:
                 entry["gold_transpiled"] = sum(1 for t in gold if t.metadata["gold_transpiled"])
+            # The release's own tasks, kept as published: where the gold query returns no row, an
+            # answer that prints nothing passes. Said, so a score can be read with it in mind.
+            entry["empty_gold_tasks"] = sorted({r["task_id"] for r in recs if r.get("gold_rows") == 0}, key=_natural)
             if self.settings.model.name == "reference" and recs:
                 entry["references"] = self._reference_counts(recs)
             out[subset] = entry
@@ -239,6 +248,12 @@ class SpiderReport:
                 out.append(
                     f"  data without DDL (not loadable, {len(s['data_without_ddl'])} table(s)): "
                     f"{_ids(s['data_without_ddl'])}"
+                )
+            if s["empty_gold_tasks"]:
+                empty = s["empty_gold_tasks"]
+                out.append(
+                    f"  gold result empty: {len(empty)} of the {s['ran']} task(s) run -- an answer that prints "
+                    f"nothing passes them (kept as published): {_ids(empty)}"
                 )
             if "gold_transpiled" in s:
                 out.append(f"  gold SQL transpiled to PostgreSQL: {s['gold_transpiled']} of {s['tasks']}")
