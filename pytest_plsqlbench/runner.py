@@ -127,6 +127,9 @@ class TaskRun:
         #: Outcomes a batch decided, until their items ask for them; turns already batched.
         self._batched: dict[tuple[int, str], TestOutcome] = {}
         self._batched_turns: set[int] = set()
+        #: The task's answers lost their session twice running one test: a later loss under
+        #: them is theirs at once (the next test's first attempt only meets what is left of it).
+        self._kills_its_session = False
 
     @property
     def expected(self) -> dict[tuple[int, str], object]:
@@ -292,7 +295,8 @@ class TaskRun:
                 outcome = self._run_test_once(turn_index, test)
                 outcome.extra["retried"] = str(first)
             except InfrastructureError as second:
-                if _answers_own(first) and _answers_own(second):
+                if (_answers_own(first) or self._kills_its_session) and _answers_own(second):
+                    self._kills_its_session = True
                     # The session was lost twice running the same answer, and nothing says the
                     # harness or anyone else ended it: the answer's failure (documented class).
                     outcome = TestOutcome(

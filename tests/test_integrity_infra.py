@@ -72,6 +72,16 @@ def test_an_error_the_answer_makes_fatal_is_its_failure_whatever_its_code(backen
     assert all("lost again" in o.message for o in report.outcomes if not o.passed)
 
 
+def test_an_install_that_ends_its_session_fails_every_test(backend: PostgresBackend) -> None:
+    """The install itself ends the session (an error made fatal): every test of the task meets a
+    lost session, the first one twice; none is left out as infrastructure."""
+    answer = ("DO $$ BEGIN PERFORM set_config('exit_' || 'on_error', 'on', false); "
+              "RAISE EXCEPTION 'bye' USING ERRCODE = '57P01'; END $$;\n" + raising_clamp("P0001"))
+    report = evaluate_task(backend, clamp_task(), [answer])
+    assert [(o.passed, o.failure_class) for o in report.outcomes] == [(False, "wrong_output")] * 3, report
+    assert evaluate_task(backend, clamp_task(), [raising_clamp("P0001")]).outcomes[1].passed  # the next task is fine
+
+
 def test_a_backend_the_harness_terminated_is_the_harnesss_loss(backend: PostgresBackend) -> None:
     """The other side: a backend terminated from the admin side on both attempts (what
     ``PostgresBackend.terminate`` does) is infrastructure, never the answer's failure."""
