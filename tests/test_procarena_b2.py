@@ -485,6 +485,8 @@ def test_runs_share_no_session_state_and_the_answer_cannot_analyze(backend: Any,
 def test_a_scope_cannot_read_what_the_previous_one_wrote(backend: Any, b2_task: Any) -> None:
     """Gold's scope and then the candidate's run on one connection: the per-table counts of the
     backend's pending statistics would tell the candidate how many rows gold wrote where."""
+    import psycopg
+
     spec = _spec(b2_task)
     backend.ensure_fixtures(b2_task.fixtures)
     backend.allow_writes([spec.schema])
@@ -499,6 +501,13 @@ def test_a_scope_cannot_read_what_the_previous_one_wrote(backend: Any, b2_task: 
     session.begin_task()
     try:
         assert int(session.conn.execute(read).fetchone()[0]) == 0
+        # Flushed, the counts reach the cumulative statistics: closed to the candidate.
+        for query in ("SELECT pg_catalog.pg_stat_get_tuples_updated('clinic.doctors'::regclass)",
+                      "SELECT n_tup_upd FROM pg_catalog.pg_stat_user_tables",
+                      "SELECT n_tup_upd FROM pg_catalog.pg_stat_all_tables"):
+            with pytest.raises(psycopg.errors.InsufficientPrivilege):
+                with session.conn.transaction():
+                    session.conn.execute(query)
     finally:
         session.end_task()
 

@@ -111,6 +111,13 @@ _REPORTED_PINS = ("client_encoding", "standard_conforming_strings")
 #: called the answer, expected values and all) would let an answer return what a test expects.
 _REVOKED_FUNCTIONS = ("pg_terminate_backend", "current_query", "pg_stat_get_activity",
                       "pg_stat_get_backend_activity")
+#: The cumulative statistics of a table, index or function (``pg_stat_get_tuples_updated(oid)``
+#: ...; the ``pg_stat_*_tables`` views read them): a ProcArena candidate's scope, run after gold's
+#: on the same database, would read how many rows gold wrote in each table. The backend's own
+#: pending counts (``pg_stat_get_xact_*``) stay: the B2 work counter reads them, and they are
+#: flushed when a task scope ends (``PostgresSession.end_task``).
+_CUMULATIVE_STATS = (r"(p.proname LIKE 'pg\_stat\_get\_%%' AND p.proname NOT LIKE 'pg\_stat\_get\_xact\_%%' "
+                     "AND p.pronargs = 1 AND p.proargtypes[0] = 'oid'::regtype)")  # %%: a query with parameters
 #: Views over those functions, closed too (a view's functions run with the view owner's rights).
 _REVOKED_VIEWS = ("pg_stat_activity",)
 #: Disk a candidate's temporary files may use (sorts, hashes, temp tables spilling).
@@ -1134,7 +1141,7 @@ class PostgresBackend(Backend):
         steps += [pgsql.SQL(sql).format(role=pgsql.Literal(self.role), scratch=pgsql.Literal(SCRATCH)) for sql in _GUARD_SQL]
         for (proc,) in self.admin.execute(
             "SELECT p.oid::regprocedure::text FROM pg_proc p WHERE p.pronamespace = 'pg_catalog'::regnamespace "
-            "AND p.proname = ANY(%s)", (list(_REVOKED_FUNCTIONS),)
+            "AND (p.proname = ANY(%s) OR " + _CUMULATIVE_STATS + ")", (list(_REVOKED_FUNCTIONS),)
         ).fetchall():
             steps.append(pgsql.SQL("REVOKE EXECUTE ON FUNCTION {} FROM PUBLIC").format(pgsql.SQL(proc)))
         steps += [pgsql.SQL("REVOKE SELECT ON pg_catalog.{} FROM PUBLIC").format(pgsql.Identifier(view))

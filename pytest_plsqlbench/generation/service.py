@@ -16,10 +16,11 @@ import contextlib
 import logging
 import threading
 from collections.abc import Callable, Iterator, Sequence
+from typing import Any
 
 from ..answers import Answer, Exchange
 from ..tasks import Task
-from .cache import AnswerCache, Record, Request
+from .cache import MAX_GENERATIONS, AnswerCache, Record, Request
 from .client import ModelClient, ProviderError, runtime_info
 from .extract import extract_code
 from .prompts import build_messages
@@ -144,12 +145,6 @@ class AnswerService:
             return None
         this_run = bool(record.run_id) and record.run_id == self.run_id
         if self.cache_only and not this_run:
-            if record.status != "ok":
-                return Answer.missing(
-                    f"the cached entry for {req.describe()} is a provider error from an earlier run "
-                    f"({record.error}); --plsql-cache-only does not ask again",
-                    source="cache",
-                )
             return self._answer(record, req, cached=True)
         if not this_run:
             reason = "--plsql-regenerate" if self.regenerate else record.regenerate_reason()
@@ -165,8 +160,9 @@ class AnswerService:
         usage = {**record.usage, "status": record.status, "cached": cached}
         source = "cache" if cached else "model"
         if record.status != "ok":
-            return Answer(code=None, status="error", raw=record.raw, error=record.error, source=source,
-                          cache_key=record.key, usage=usage)
+            return _failed(record.error, record.generations, source=source, raw=record.raw, cache_key=record.key,
+                           usage=usage, pending="a run without --plsql-cache-only asks again" if self.cache_only
+                           else "the next run asks again")
         return Answer(code=record.code or "", status="ok", raw=record.raw, error=record.error, source=source,
                       cache_key=record.key, usage=usage)
 
@@ -200,7 +196,8 @@ class AnswerService:
                                 retry_eligible=exc.transient, usage=usage, run_id=self.run_id,
                                 generations=generations)
                 self._store(req, record)
-                return Answer(code=None, status="error", error=str(exc), source="model", cache_key=key, usage=usage)
+                return _failed(str(exc), generations, source="model", cache_key=key, usage=usage,
+                               pending="the next run asks again")
         code = extract_code(completion.text, task.dialect)
         usage = {**completion.usage, "status": "ok", "cached": False}
         record = Record(key=key, status="ok", raw=completion.text, code=code,
@@ -212,6 +209,18 @@ class AnswerService:
     def _store(self, req: Request, record: Record) -> None:
         try:
             self.cache.write(req, record)
-        except OSError as exc:  # a full disk must not lose the answer for this run
+        except (OSError, ValueError) as exc:  # a full disk must not lose the answer for this run
             log.warning("answer cache: cannot write %s (%s); the answer is kept for this run only",
                         self.cache.path(req), exc)
+
+
+def _failed(error: str | None, generations: int, *, pending: str, **fields: Any) -> Answer:
+    """A provider error's answer: the harness's trouble (``error``, excluded from the metrics)
+    while the regeneration policy may still ask again, the model's failure (``not_generated``,
+    scored) once it may not. Otherwise a model -- or the server in front of it -- could leave out
+    every task it cannot solve by failing on it, run after run."""
+    if generations >= MAX_GENERATIONS:
+        why = (f"the provider failed on it in {generations} runs, the most the regeneration policy asks "
+               f"({error or 'provider error'}): counted as not generated, a failure of the model")
+        return Answer(code=None, status="not_generated", error=why, **fields)
+    return Answer(code=None, status="error", error=f"{error or 'provider error'} ({pending})", **fields)
