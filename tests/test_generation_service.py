@@ -307,3 +307,29 @@ def test_regeneration_is_bounded_across_runs(stub: StubServer, tmp_path: Path) -
         answer = make_service(stub, tmp_path, run_id=f"run-{run}").obtain(task, 1, ())
         assert answer is not None and answer.code == ""
     assert stub.count == MAX_GENERATIONS
+
+
+def test_a_provider_error_is_excluded_only_while_it_may_be_asked_again(stub: StubServer, tmp_path: Path) -> None:
+    """A model (or the server in front of it) failing on the tasks it cannot solve must not leave
+    them out for good: pending while the regeneration policy asks again, then the model's failure.
+    A cache-only run of the same cache says the same."""
+    stub.default = error(503)
+    task = demo_task(1)
+    statuses = []
+    for run in range(1, MAX_GENERATIONS + 2):
+        answer = make_service(stub, tmp_path, run_id=f"run-{run}", retries=0).obtain(task, 1, ())
+        assert answer is not None
+        statuses.append(answer.status)
+        only = make_service(stub, tmp_path, run_id=f"only-{run}", cache_only=True).obtain(task, 1, ())
+        assert only is not None and only.status == answer.status, (run, only)
+    assert statuses == ["error"] * (MAX_GENERATIONS - 1) + ["not_generated"] * 2
+    assert stub.count == MAX_GENERATIONS  # the final record is not asked again
+    assert "counted as not generated" in (answer.error or "")
+
+
+def test_a_reply_with_a_lone_surrogate_is_an_answer_not_a_crash(stub: StubServer, tmp_path: Path) -> None:
+    """Valid JSON (``\\ud800``), not UTF-8: the answer comes back (the runner fails it as invalid);
+    the next turn's request, which carries it in its history, still has a cache key."""
+    stub.default = ok("SELECT 1; -- \ud800")
+    answers = conversation(make_service(stub, tmp_path), demo_task(1, turns=2))
+    assert [a.status for a in answers] == ["ok", "ok"] and "\ud800" in (answers[0].code or "")

@@ -75,7 +75,9 @@ class Request:
             "task": [self.subset, self.task_id, self.turn],
         }
         blob = json.dumps(payload, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
-        return hashlib.sha256(blob.encode("utf-8")).hexdigest()
+        # surrogatepass: a reply with a lone surrogate (valid JSON, not UTF-8) in a later
+        # turn's history still has a key; every other text encodes exactly as before.
+        return hashlib.sha256(blob.encode("utf-8", "surrogatepass")).hexdigest()
 
     def describe(self) -> str:
         sample = f" sample {self.sample}" if self.sample else ""

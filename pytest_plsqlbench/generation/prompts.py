@@ -94,9 +94,19 @@ def build_messages(task: Task, turn: int, history: Sequence[Exchange] = ()) -> l
     messages = [{"role": "system", "content": system_prompt(task.dialect)}]
     for index, exchange in enumerate(history, 1):
         messages.append({"role": "user", "content": user_message(task, index)})
-        messages.append({"role": "assistant", "content": exchange.answer.strip() or EMPTY_ANSWER})
+        messages.append({"role": "assistant", "content": _sendable(exchange.answer.strip()) or EMPTY_ANSWER})
     messages.append({"role": "user", "content": user_message(task, turn)})
     return messages
+
+
+def _sendable(text: str) -> str:
+    """``text`` as a provider can receive it: a lone surrogate (a reply can carry one as a JSON
+    escape; it is not UTF-8) becomes U+FFFD. Any other text is returned as it is."""
+    try:
+        text.encode("utf-8")
+        return text
+    except UnicodeEncodeError:
+        return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
 
 
 def reference_history(task: Task, turn: int) -> tuple[Exchange, ...]:
