@@ -376,19 +376,19 @@ def test_work_counter_is_deterministic(backend: Any, b2_task: Any) -> None:
     assert all(r.seconds > 0 and r.install_error is None and len(r.raised) == len(spec.calls) for r in gold + slow)
 
 
-def _perf(backend: Any, task: Any, answer: str) -> Any:
+def _perf(backend: Any, task: Any, answer: str, **run: Any) -> Any:
     from pytest_plsqlbench.judges import DEFAULT, JudgeRegistry
     from pytest_plsqlbench.procarena.judge import judges
     from pytest_plsqlbench.procarena.perf.judge import PerfJudge
     from pytest_plsqlbench.runner import TaskRun
 
     registry = JudgeRegistry(list(DEFAULT.values()) + judges() + [PerfJudge(repeats=2)])
-    run = TaskRun(backend, task, [answer], judges=registry)
-    run.start()
+    taskrun = TaskRun(backend, task, [answer], judges=registry, **run)
+    taskrun.start()
     try:
-        got = [run.run_test(1, t) for t in task.turns[0].tests]
+        got = [taskrun.run_test(1, t) for t in task.turns[0].tests]
     finally:
-        run.finish()
+        taskrun.finish()
     assert got[-1].test_id == "perf"
     return got
 
@@ -456,6 +456,19 @@ def test_answer_that_skips_its_work_after_its_first_measured_run_is_rejected(bac
     rec = got[-1].extra["b2"]
     assert not got[-1].passed and rec["rejection"] == "wrong_state", rec
     assert "measured run 2 of 2" in rec["why"] and "acceleration" not in rec
+
+
+def test_an_answer_that_uses_up_its_time_budget_at_scale_fails_and_is_not_left_out(backend: Any, b2_task: Any) -> None:
+    """Slow only at scale, it runs out of the task's budget during the measurement. Gold's next
+    run used to fail at once on the spent budget, and the item was "not measured":
+    infrastructure, left out of the metrics."""
+    gold = _spec(b2_task).gold
+    slow = gold + "\nSELECT pg_sleep(CASE WHEN (SELECT count(*) FROM clinic.patients) > 100 THEN 1.5 ELSE 0 END);"
+    got = _perf(backend, b2_task, slow, task_timeout=4.0)
+    assert all(o.passed for o in got[:-1])  # fast at fixture size
+    perf = got[-1]
+    assert not perf.passed and perf.failure_class == "wrong_output", perf
+    assert perf.extra["b2"]["rejection"] == "runtime", perf.extra["b2"]
 
 
 def test_runs_share_no_session_state_and_the_answer_cannot_analyze(backend: Any, b2_task: Any) -> None:
