@@ -23,7 +23,7 @@ from .answers import Answer
 from .episode import Episode
 from .errors import FixtureError, InfrastructureError, PlsqlBenchError, UsageError
 from .outcomes import TestOutcome
-from .outputs import normalize_lines
+from .outputs import normalize_lines, printable
 from .records import MAX_ANSWER_TEXT, MAX_PROMPT_TEXT, MAX_SCRIPT_TEXT, ItemRecord, TaskFacts, clip_text, json_value
 from .runner import TaskRun
 from .safety import make_checker
@@ -211,7 +211,7 @@ def failure_text(outcome: TestOutcome) -> str:
         act = [clip(x, 200) for x in normalize_lines(outcome.actual[:6])]
         lines.append(f"expected: {exp[:5]!r}{' ...' if len(outcome.expected) > 5 else ''}")
         lines.append(f"actual:   {act[:5]!r}{' ...' if len(outcome.actual) > 5 else ''}")
-    return "\n".join(lines)
+    return printable("\n".join(lines))  # the answer's text: no escape sequence reaches a terminal
 
 
 def build_items(

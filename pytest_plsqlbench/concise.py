@@ -19,6 +19,7 @@ import pytest
 
 from .metrics import unit_class
 from .outcomes import LABELS, PASSED, SKIPPED
+from .outputs import printable
 
 #: pytest's own default for ``-r``; any other value was asked for.
 DEFAULT_REPORTCHARS = ("fE", "")
@@ -58,7 +59,7 @@ def _first_difference(test: Mapping[str, Any]) -> str:
             message += f" (line {diff[0] + 1}: expected {diff[1]!r}, got {diff[2]!r})"
         elif len(expected) != len(actual):
             message += f" (expected {len(expected)} lines, got {len(actual)})"
-    return message
+    return printable(message)
 
 
 def failure_lines(document: Mapping[str, Any], width: int = LINE_WIDTH) -> list[str]:

@@ -9,6 +9,7 @@ HH24:MI:SS``, strings unquoted, NULL empty).
 from __future__ import annotations
 
 import datetime as dt
+import re
 import decimal
 from typing import Any, Iterable, Sequence
 
@@ -74,3 +75,16 @@ def describe_mismatch(expected: Sequence[str], actual: Sequence[str], limit: int
 def _clip(text: str, width: int = 100) -> str:
     text = repr(text) if text != "<none>" else text
     return text if len(text) <= width else text[: width - 3] + "..."
+
+
+#: Characters shown as escapes when answer-controlled text reaches a terminal, a CI log or a
+#: rendered report: C0/C1 controls but newline and tab (``ESC[2K`` erases a line, ``ESC[1A``
+#: moves up: a message could overwrite the summary above it), and the bidirectional overrides
+#: that make text read differently from what it is.
+_UNPRINTABLE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
+
+
+def printable(text: str) -> str:
+    """``text`` with control and direction-override characters (and lone surrogates) escaped."""
+    return _UNPRINTABLE.sub(lambda m: f"\\x{ord(m.group()):02x}" if ord(m.group()) < 0x100 else f"\\u{ord(m.group()):04x}",
+                            text)

@@ -269,3 +269,21 @@ def test_helpers_write_what_they_say(tmp_path: Path) -> None:
                                    {"a": "SELECT 1;"})
     assert (folder / "s.yaml").exists() and answers.read_text().count("\n") == 1
     assert outcomes.INFRASTRUCTURE in outcomes.EXCLUDED
+
+
+def test_escape_sequences_an_answer_raises_never_reach_the_terminal(pytester: pytest.Pytester) -> None:
+    """``ESC[2K ESC[G ... all tests passed``: printed raw, it erases the real line of a failure
+    in a terminal and writes a forged one in its place. Shown escaped, it is only text."""
+    forged = "E'\\x1b[2K\\x1b[G hostile/clamp: all tests passed \\x1b[8m'"  # SQL: E'\x1b[2K...'
+    answer = ("CREATE FUNCTION clamp_value(x int) RETURNS int LANGUAGE plpgsql AS $$ BEGIN "
+              "IF x BETWEEN 0 AND 10 THEN RETURN x; END IF; "
+              f"RAISE EXCEPTION '%', {forged}; "
+              "END $$;")
+    tests = [{"id": f"t{x}", "kind": "output", "script": f"SELECT clamp_value({x});", "expected": [str(min(max(x, 0), 10))]}
+             for x in (-5, 15)]
+    folder, answers_file = write_subset(pytester.path, "hostile", {"clamp": {"entry_points": ["clamp_value"], "tests": tests}},
+                                        {"clamp": answer})
+    doc, result = run_plugin(pytester, folder, "hostile", answers_file, "-rf", "--tb=short")
+    out = result.stdout.str()
+    assert all(not x["passed"] for t in doc["tasks"] for x in t["tests"])
+    assert "\x1b" not in out and "\\x1b[2K" in out  # shown, escaped

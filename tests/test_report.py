@@ -306,3 +306,15 @@ def test_html_report_filters_sorts_and_opens_a_task_in_headless_chromium(tmp_pat
 
     opened = Elements(rendered_dom(browser, page, "#task-mbpp/Mbpp/11"))
     assert [d["id"] for d in opened.find("details", class_="task-detail") if "open" in d] == ["task-mbpp/Mbpp/11"]
+
+
+def test_answer_text_in_the_markdown_report_renders_as_nothing_but_text() -> None:
+    """A failing test's message is the answer's: raw HTML, links and escape sequences in it
+    must not come alive where the Markdown is rendered (a CI job summary)."""
+    tasks = sample_tasks()
+    hostile = "<img src=x onerror=alert(1)> **passed** [ok](http://x) ``tick`` \x1b[2K\u202e"
+    tasks[1]["tests"][1]["message"] = hostile
+    text = markdown(build_document(HEADER, tasks, PAPER))
+    line = next(x for x in text.splitlines() if "`case-1` (invalid_artifact)" in x)
+    assert "``` <img src=x onerror=alert(1)> **passed** [ok](http://x) ``tick`` \\x1b[2K\\u202e ```" in line
+    assert "\x1b" not in text and "\u202e" not in text

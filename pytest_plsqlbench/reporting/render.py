@@ -9,6 +9,7 @@ references nothing outside itself.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from html import escape
 from typing import Any
@@ -16,6 +17,7 @@ from typing import Any
 from .. import families
 from ..families import Column, MetricFamily
 from ..outcomes import FAILURE_CLASSES, LABELS
+from ..outputs import printable
 from ..summary import (
     cell,
     comparability_lines,
@@ -173,7 +175,7 @@ def markdown(document: Mapping[str, Any]) -> str:
                 )
                 message = (x.get("message") or "").strip().splitlines()
                 out.append(
-                    f"  - {where}`{x['test_id']}` ({x.get('failure_class')}): {message[0] if message else ''}"
+                    f"  - {where}`{x['test_id']}` ({x.get('failure_class')}): {_md_code(message[0] if message else '')}"
                 )
             if len(tests) > MAX_FAILING_TESTS_SHOWN:
                 out.append(f"  - ... and {len(tests) - MAX_FAILING_TESTS_SHOWN} more")
@@ -215,6 +217,14 @@ def _html_table(
         )
         body.append(f"<tr {attrs}>{tds}</tr>")
     return f'<table id="{table_id}"><thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody></table>'
+
+
+def _md_code(text: str) -> str:
+    """Answer-controlled text as one Markdown code span: nothing in it renders (HTML, links,
+    emphasis), and no control character reaches the page."""
+    text = printable(text)
+    fence = "`" * (max((len(run) for run in re.findall(r"`+", text)), default=0) + 1)
+    return f"{fence} {text} {fence}" if text else ""
 
 
 #: Failing tests shown in full per task in the HTML drill-down (the results file has them all).
