@@ -8,6 +8,7 @@ import subprocess
 import tempfile
 from html.parser import HTMLParser
 from pathlib import Path
+from typing import Any
 
 import pytest
 from test_results import HEADER, PAPER, sample_tasks, task
@@ -318,3 +319,41 @@ def test_answer_text_in_the_markdown_report_renders_as_nothing_but_text() -> Non
     line = next(x for x in text.splitlines() if "`case-1` (invalid_artifact)" in x)
     assert "``` <img src=x onerror=alert(1)> **passed** [ok](http://x) ``tick`` \\x1b[2K\\u202e ```" in line
     assert "\x1b" not in text and "\u202e" not in text
+
+
+@pytest.mark.parametrize(("edit", "says"), [
+    (lambda d: d["subsets"]["mbpp"].update(mean_test_pass=1.0), "subsets.mbpp.mean_test_pass is not what its tests give"),
+    (lambda d: d["subsets"]["mbpp"].update(tasks="<img src=x onerror=alert(1)>"), "subsets.mbpp.tasks is not what"),
+    (lambda d: d["subsets"]["mbpp"]["ci"].update(mean_test_pass=[1]), "subsets.mbpp.ci.mean_test_pass"),
+    (lambda d: d["overall"]["dev"].update(mean_test_pass=1.0), "overall.dev.mean_test_pass"),
+    (lambda d: d["failure_classes"].update(wrong_output=0), "failure_classes.wrong_output"),
+    (lambda d: d["subsets"].pop("s2mt"), "are not those of its tests"),
+])
+def test_a_results_file_whose_figures_were_edited_is_refused_by_every_report(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], edit: Any, says: str
+) -> None:
+    """The reports read the stored figures: they are derived again from the tests, as merge does,
+    and a file that states other numbers is refused with one line, never shown or published."""
+    doc = build_document(HEADER, sample_tasks(), PAPER)
+    edit(doc)
+    path = tmp_path / "r.json"
+    write_document(doc, path)
+    for argv in (["report", str(path)], ["report", str(path), "--format", "html", "-o", str(tmp_path / "r.html")],
+                 ["leaderboard", str(path), "--method", "m", "--category", "c", "--allow-noncomparable"]):
+        assert main(argv) == 2
+        err = capsys.readouterr().err
+        assert says in err and "Traceback" not in err and err.count("\n") == 1
+    assert not (tmp_path / "r.html").exists()
+
+
+def test_a_lone_surrogate_in_an_answer_does_not_stop_the_html_report(tmp_path: Path) -> None:
+    """Nor does a task's own figure edited into something else: it is derived again."""
+    tasks = sample_tasks()
+    tasks[0]["answers"] = [{"turn": 1, "sample": 0, "status": "ok", "source": "answers-file", "code": "SELECT 1; -- \ud800"}]
+    doc = build_document(HEADER, tasks, PAPER)
+    doc["tasks"][1]["test_pass"] = "<b>x</b>"
+    path = tmp_path / "r.json"
+    write_document(doc, path)
+    assert main(["report", str(path), "--format", "html", "-o", str(tmp_path / "r.html")]) == 0
+    page = (tmp_path / "r.html").read_text(encoding="utf-8")
+    assert "\\ud800" in page and "<b>x</b>" not in page

@@ -21,6 +21,8 @@ log = logging.getLogger(__name__)
 
 
 def _emit(text: str, output: Path | None) -> None:
+    # An answer's text can hold a lone surrogate (valid JSON, not UTF-8): shown as its escape.
+    text = text.encode("utf-8", "backslashreplace").decode("utf-8")
     if output is None:
         sys.stdout.write(text)
         return

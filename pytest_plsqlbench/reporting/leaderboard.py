@@ -189,6 +189,13 @@ def noncomparable_reasons(document: Mapping[str, Any]) -> list[str]:
         missing = m.get("missing_excluded_tasks") or []
         if missing:
             reasons.append(f"{name}: {len(missing)} task(s) without an answer were left out (--plsql-missing=exclude)")
+        # The paper scores every task: one left out (wholly or in part) for an infrastructure
+        # error -- a provider error still pending regeneration, a lost database -- is a hole a
+        # published figure must not have (and a model could aim its failures at it).
+        excluded = [*(m.get("excluded_tasks") or []), *(m.get("partly_excluded_tasks") or [])]
+        if excluded:
+            reasons.append(f"{name}: {len(excluded)} task(s) left out, wholly or in part, for infrastructure errors "
+                           "(re-run them: a provider error is asked again, up to three runs)")
     return reasons
 
 

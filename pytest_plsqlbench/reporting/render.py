@@ -255,10 +255,10 @@ def html(document: Mapping[str, Any]) -> str:
     for n, (family, members) in enumerate(_by_family(subsets)):
         rows = []
         for name, m in members.items():
-            cells = [escape(name), str(m.get("tasks", 0)), str(m.get("tests", 0)), str(m.get("samples") or 1)]
+            cells = [escape(str(x)) for x in (name, m.get("tasks", 0), m.get("tests", 0), m.get("samples") or 1)]
             for column in family.columns:
-                ci = _ci_cell(m, column)
-                cells.append(f"{cell(m.get(column.key), column.unit)}" + (f' <span class="ci">{ci}</span>' if ci else ""))
+                ci = escape(_ci_cell(m, column))
+                cells.append(escape(cell(m.get(column.key), column.unit)) + (f' <span class="ci">{ci}</span>' if ci else ""))
             rows.append((f'class="subset-row" data-subset="{escape(name)}"', cells))
         titles = ["Subset", "Tasks", "Tests", "Samples", *(c.label for c in family.columns)]
         parts.append(_html_table("subsets" if n == 0 else f"subsets-{family.name}", titles, rows))

@@ -163,7 +163,56 @@ def read_document(path: Path) -> dict[str, Any]:
         doc = json.loads(text)
     except json.JSONDecodeError as exc:
         raise ResultsFormatError(f"{path}: not JSON ({exc.msg} at line {exc.lineno})") from None
-    return check_document(doc, str(path))
+    return check_figures(check_document(doc, str(path)), str(path))
+
+
+#: Document-level figures derived from the tasks, besides each subset's.
+_DERIVED = ("overall", "failure_classes", "failure_units")
+
+
+def check_figures(doc: dict[str, Any], source: str = "results") -> dict[str, Any]:
+    """``doc`` if every figure it states is what its tests give (its tasks' figures derived
+    again), else raise one error.
+
+    Every report reads the stored figures (``report``, ``leaderboard``, ``compare``), so they are
+    derived again from the task entries, as ``merge`` does, and must agree: a file whose numbers
+    were edited -- a headline raised, a count made into markup for the HTML report -- is refused,
+    not shown."""
+    from .document import build_document
+
+    info = {name: {"paper": m.get("paper") or {}, "metric_family": m.get("metric_family")}
+            for name, m in doc["subsets"].items()}
+    try:
+        rebuilt = build_document(doc["header"], doc["tasks"], info)
+    except (TypeError, ValueError, KeyError, AttributeError, ArithmeticError) as exc:
+        raise ResultsFormatError(f"{source}: its tests cannot be scored ({type(exc).__name__}: {exc}) (edited?)") from None
+    stated = {"subsets": doc["subsets"], **{k: doc.get(k) for k in _DERIVED if k in doc}}
+    derived = {"subsets": rebuilt["subsets"], **{k: rebuilt[k] for k in _DERIVED if k in doc}}
+    if set(stated["subsets"]) != set(derived["subsets"]):
+        raise ResultsFormatError(f"{source}: its subsets {sorted(stated['subsets'])} are not those of its tests "
+                                 f"{sorted(derived['subsets'])} (edited?)")
+    given = dict(_leaves(stated))
+    for where, want in _leaves(derived):
+        if where not in given or _figure(given[where]) != _figure(want):
+            raise ResultsFormatError(f"{source}: {'.'.join(map(str, where))} is not what its tests give "
+                                     f"({_figure(want)!r}) (edited?)")
+    return {**doc, "tasks": rebuilt["tasks"]}  # each task's own figures, derived again too
+
+
+def _leaves(value: Any, where: tuple[Any, ...] = ()) -> Iterator[tuple[tuple[Any, ...], Any]]:
+    if isinstance(value, dict):
+        for key, item in value.items():
+            yield from _leaves(item, (*where, key))
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            yield from _leaves(item, (*where, index))
+    else:
+        yield where, value
+
+
+def _figure(value: Any) -> Any:
+    """A stored figure as JSON gives it back (floats to 9 significant digits)."""
+    return float(f"{value:.9g}") if isinstance(value, float) else value
 
 
 def write_document(doc: Mapping[str, Any], path: Path) -> None:
