@@ -152,14 +152,15 @@ def timeline_html(entry: Mapping[str, Any], ep: Mapping[str, Any]) -> str:
     out = task_outcome(entry)
     verdict = "-" if out is None else ("EX pass" if out["ex"] else "EX fail")
     head = (f"{escape(str(entry.get('task_id')))}: {escape(verdict)}, ended by {escape(str(ep.get('ended')))}, "
-            f"{ep.get('steps')} step(s), {ep.get('spent')} of {ep.get('budget_limit')} units, revealed "
-            f"{escape(', '.join(ep.get('revealed') or []) or 'none')} of {ep.get('ledger_size')}")
+            f"{escape(str(ep.get('steps')))} step(s), {escape(str(ep.get('spent')))} of "
+            f"{escape(str(ep.get('budget_limit')))} units, revealed "
+            f"{escape(', '.join(map(str, ep.get('revealed') or [])) or 'none')} of {escape(str(ep.get('ledger_size')))}")
     rows = []
     for step in ep.get("timeline") or []:
         args = "; ".join(f"{k}: {v}" for k, v in (step.get("args") or {}).items())
-        rows.append(f"<tr><td>{step.get('step')}</td><td>{escape(str(step.get('tool')))}</td>"
+        rows.append(f"<tr><td>{escape(str(step.get('step')))}</td><td>{escape(str(step.get('tool')))}</td>"
                     f"<td><pre>{escape(args)}</pre></td><td><pre>{escape(str(step.get('result') or ''))}</pre></td>"
-                    f"<td>{step.get('cost')}</td><td>{step.get('spent')}</td></tr>")
+                    f"<td>{escape(str(step.get('cost')))}</td><td>{escape(str(step.get('spent')))}</td></tr>")
     return (f"<details><summary>{head}</summary><table><tr><th>Step</th><th>Action</th><th>Arguments</th>"
             f"<th>Result</th><th>Cost</th><th>Spent</th></tr>{''.join(rows)}</table></details>")
 
