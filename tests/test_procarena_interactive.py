@@ -489,3 +489,16 @@ def test_interactive_run_checks_the_model_before_any_test(tmp_path: Path, monkey
     errors = [line for line in proc.stderr.splitlines() if line.startswith("ERROR:")]
     assert len(errors) == 1 and "OPENAI_API_KEY" in errors[0] and "Traceback" not in proc.stderr + proc.stdout
     assert " passed" not in proc.stdout
+
+
+def test_the_episode_timeline_in_html_is_text_only() -> None:
+    """Tool arguments and results are the model's; counts come from a results file, which can be
+    edited: none of it becomes markup."""
+    from pytest_plsqlbench.procarena.interactive.metrics import timeline_html
+
+    bad = "<img src=x onerror=alert(1)>"
+    ep = {"ended": bad, "steps": bad, "spent": bad, "budget_limit": bad, "ledger_size": bad, "revealed": [bad],
+          "timeline": [{"step": bad, "tool": bad, "args": {"sql": bad}, "result": bad, "cost": bad, "spent": bad}]}
+    entry = {"task_id": bad, "tests": [{"passed": False, "failure_class": "wrong_output"}]}
+    page = timeline_html(entry, ep)
+    assert bad not in page and page.count("&lt;img") >= 10
