@@ -311,6 +311,7 @@ def test_model_simulator_matches_then_phrases_and_counts_its_tokens_apart(backen
     sim_client = ModelClient("openai/simulator", api_base=stub.api_base, retries=0)
     phrased = "The room is the location's capacity minus what is stored there."
     solver_script = [tool_call("ask_user", {"question": "What is the put-away room?"}),
+                     tool_call("ask_user", {"question": "What happens to lines of discontinued items?"}),
                      tool_call("ask_user", {"question": "Anything about colours?"}),
                      tool_call("submit", {"answer": spec.gold})]
 
@@ -322,7 +323,7 @@ def test_model_simulator_matches_then_phrases_and_counts_its_tokens_apart(backen
             question = prompt.rsplit("Question:", 1)[-1]
             return ok('["M1"]' if "put-away" in question else "[]", prompt_tokens=5, completion_tokens=2)
         assert "Never write code" in prompt  # step 2: phrase from the matched entries (or behaviour) only
-        return ok(phrased if "sum of qty_on_hand" in prompt else "Nothing on colours.", prompt_tokens=5,
+        return ok(phrased if "sum of qty_on_hand" in prompt else "They are skipped.", prompt_tokens=5,
                   completion_tokens=3)
 
     stub.default = respond
@@ -334,13 +335,17 @@ def test_model_simulator_matches_then_phrases_and_counts_its_tokens_apart(backen
                          lambda m: (lambda c: (c.text, c.usage))(sim_client.complete(m)))
     rec = InteractiveEpisode(task, record=record, protocol=protocol, simulator=sim,
                              solver=lambda messages, tools: client.complete(messages, tools=list(tools))).run()
-    assert rec.ended == "submit" and rec.revealed == ["M1"] and rec.fallback_answers == 1
-    assert [e["result"] for e in rec.timeline[:2]] == [phrased, "Nothing on colours."]
-    assert rec.tokens == {"solver": {"prompt": 33, "completion": 21}, "simulator": {"prompt": 20, "completion": 10}}
+    assert rec.ended == "submit" and rec.revealed == ["M1"] and rec.fallback_answers == 2
+    assert [e["result"] for e in rec.timeline[:3]] == [phrased, "They are skipped.", NO_ANSWER]
     sim_prompts = [b["messages"][-1]["content"] for b in stub.bodies() if not b.get("tools")]
-    assert len(sim_prompts) == 4 and all(spec.gold.strip()[:60] not in p for p in sim_prompts)
+    # The question with nothing in the behaviour to speak from costs no phrasing request.
+    assert len(sim_prompts) == 5 and all(spec.gold.strip()[:60] not in p for p in sim_prompts)
+    assert rec.tokens["simulator"] == {"prompt": 25, "completion": 12}  # 3 matches (5+2), 2 phrasings (5+3)
     ledger = {e.id: e.answer for e in spec.interactive.ledger}
     assert ledger["M1"] in sim_prompts[1] and ledger["M2"] not in sim_prompts[1]
+    # The fallback phrases from the nearest behaviour sentences, never the whole description.
+    behaviour = " ".join(spec.behaviour.split())
+    assert "discontinued" in sim_prompts[3] and len(sim_prompts[3]) < len(behaviour)
 
 
 # --------------------------------------------------------------------------- metrics

@@ -219,9 +219,13 @@ class ModelSimulator(Simulator):
             facts = "\n".join(f"- {e.answer.strip()}" for e in entries)
             text = self._ask(PHRASE_PROMPT.format(facts=facts, question=question), usage)
             return Reply(text.strip() or NO_ANSWER, revealed=[e.id for e in entries], usage=usage)
-        if not self.behaviour.strip():
+        # The fallback speaks from what the ledger simulator's would: the behaviour sentences
+        # nearest the question, not the whole description (one "describe everything" question
+        # would otherwise have the model retell all of it).
+        facts = self.fallback_sentences(question)
+        if facts == NO_ANSWER:
             return Reply(NO_ANSWER, fallback=True, usage=usage)
-        text = self._ask(PHRASE_PROMPT.format(facts=self.behaviour.strip(), question=question), usage)
+        text = self._ask(PHRASE_PROMPT.format(facts=facts, question=question), usage)
         return Reply(text.strip() or NO_ANSWER, fallback=True, usage=usage)
 
     def ask_selector(self, question: str, options: Sequence[str]) -> Reply:
@@ -229,7 +233,7 @@ class ModelSimulator(Simulator):
         if self.too_broad(question, options):
             return Reply(f"{SELECTOR_NONE}: {TOO_BROAD}", fallback=True, index=SELECTOR_NONE, usage=usage)
         entries = self._match(" ".join([question, *options]), usage)
-        facts = "\n".join(f"- {e.answer.strip()}" for e in entries) or self.behaviour.strip()
+        facts = "\n".join(f"- {e.answer.strip()}" for e in entries) or self.fallback_sentences(" ".join([question, *options]))
         listing = "\n".join(f"{n}. {o}" for n, o in enumerate(options))
         text = self._ask(SELECT_PROMPT.format(facts=facts, question=question, options=listing), usage)
         found = re.search(r"-?\d+", text)
