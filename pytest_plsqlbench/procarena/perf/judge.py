@@ -127,14 +127,13 @@ class PerfJudge(Judge):
         repeats = self.repeats or spec.b2.repeats
         contenders = {timing.GOLD: (timing.GOLD, spec.gold), timing.BASELINE: (timing.BASELINE, spec.b2.degraded),
                       timing.CANDIDATE: (timing.CANDIDATE, answer)}
-        session = ctx.session
-
         def run(contender: tuple[str, str], keep_state: bool) -> timing.Run:
             # The task's time budget is the answer's: gold's and the degraded input's runs are
             # bounded by the statement timeout alone. (An answer that used the budget up made
             # the next gold run fail at once, and the item was "not measured": infrastructure.)
             label, code = contender
-            if label == timing.CANDIDATE:
+            session = getattr(bench, "session", None)
+            if label == timing.CANDIDATE or not hasattr(session, "deadline"):
                 return bench.run(code, keep_state)
             deadline, session.deadline = session.deadline, None
             try:
