@@ -328,6 +328,7 @@ def test_answer_text_in_the_markdown_report_renders_as_nothing_but_text() -> Non
     (lambda d: d["overall"]["dev"].update(mean_test_pass=1.0), "overall.dev.mean_test_pass"),
     (lambda d: d["failure_classes"].update(wrong_output=0), "failure_classes.wrong_output"),
     (lambda d: d["subsets"].pop("s2mt"), "are not those of its tests"),
+    (lambda d: d["subsets"]["mbpp"].update(episode_pass=0.97), "subsets.mbpp.episode_pass"),  # None for single-turn
 ])
 def test_a_results_file_whose_figures_were_edited_is_refused_by_every_report(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], edit: Any, says: str
@@ -357,3 +358,19 @@ def test_a_lone_surrogate_in_an_answer_does_not_stop_the_html_report(tmp_path: P
     assert main(["report", str(path), "--format", "html", "-o", str(tmp_path / "r.html")]) == 0
     page = (tmp_path / "r.html").read_text(encoding="utf-8")
     assert "\\ud800" in page and "<b>x</b>" not in page
+
+
+def test_a_file_of_another_version_is_read_with_its_figures_derived_again(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A metric fixed since may score an older file differently: its figures are replaced, not
+    judged, and a figure it never stated is not asked for. No stated number is ever shown."""
+    doc = build_document({**HEADER, "plugin_version": "0.0.9"}, sample_tasks(), PAPER)
+    right = doc["subsets"]["mbpp"]["mean_test_pass"]
+    doc["subsets"]["mbpp"]["mean_test_pass"] = 1.0
+    del doc["subsets"]["mbpp"]["metric_family"]
+    path = tmp_path / "old.json"
+    write_document(doc, path)
+    assert main(["report", str(path), "--format", "markdown"]) == 0
+    out = capsys.readouterr().out
+    assert f"| mbpp | 3 | 8 | 1 | {100 * right:.2f} [" in out and "| mbpp | 3 | 8 | 1 | 100.00" not in out

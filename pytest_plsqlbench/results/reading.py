@@ -171,13 +171,16 @@ _DERIVED = ("overall", "failure_classes", "failure_units")
 
 
 def check_figures(doc: dict[str, Any], source: str = "results") -> dict[str, Any]:
-    """``doc`` if every figure it states is what its tests give (its tasks' figures derived
-    again), else raise one error.
+    """``doc`` with every figure derived again from its tests; one error if the file states
+    other figures and was written by this version of the plugin.
 
-    Every report reads the stored figures (``report``, ``leaderboard``, ``compare``), so they are
-    derived again from the task entries, as ``merge`` does, and must agree: a file whose numbers
-    were edited -- a headline raised, a count made into markup for the HTML report -- is refused,
-    not shown."""
+    Every report reads the figures (``report``, ``leaderboard``, ``compare``, ``merge``), so none is
+    taken from the file: they are derived from the task entries, as ``merge`` always did, and a
+    file whose numbers were edited -- a headline raised, a count made into markup for the HTML
+    report -- is refused, never shown. A file of another version may score differently (a metric
+    fixed since), so its figures are replaced, not judged; a figure it does not state is not asked
+    for. The one figure a file cannot give alone, ProcArena's retention (paired with another run's
+    Direct results), is kept as stated."""
     from .document import build_document
 
     info = {name: {"paper": m.get("paper") or {}, "metric_family": m.get("metric_family")}
@@ -186,19 +189,39 @@ def check_figures(doc: dict[str, Any], source: str = "results") -> dict[str, Any
         rebuilt = build_document(doc["header"], doc["tasks"], info)
     except (TypeError, ValueError, KeyError, AttributeError, ArithmeticError) as exc:
         raise ResultsFormatError(f"{source}: its tests cannot be scored ({type(exc).__name__}: {exc}) (edited?)") from None
-    stated = {"subsets": doc["subsets"], **{k: doc.get(k) for k in _DERIVED if k in doc}}
-    derived = {"subsets": rebuilt["subsets"], **{k: rebuilt[k] for k in _DERIVED if k in doc}}
-    if set(stated["subsets"]) != set(derived["subsets"]):
-        raise ResultsFormatError(f"{source}: its subsets {sorted(stated['subsets'])} are not those of its tests "
-                                 f"{sorted(derived['subsets'])} (edited?)")
-    given = dict(_leaves(stated))
-    for where, want in _leaves(derived):
-        if want is None:
-            continue  # not derivable from this file alone (ProcArena's retention pairs another run's)
-        if where not in given or _figure(given[where]) != _figure(want):
-            raise ResultsFormatError(f"{source}: {'.'.join(map(str, where))} is not what its tests give "
-                                     f"({_figure(want)!r}) (edited?)")
-    return {**doc, "tasks": rebuilt["tasks"]}  # each task's own figures, derived again too
+    if set(doc["subsets"]) != set(rebuilt["subsets"]):
+        raise ResultsFormatError(f"{source}: its subsets {sorted(doc['subsets'])} are not those of its tests "
+                                 f"{sorted(rebuilt['subsets'])} (edited?)")
+    keys = ("subsets", *(k for k in _DERIVED if k in doc))
+    stated = {k: doc[k] for k in keys}
+    derived = {k: rebuilt[k] for k in keys}
+    if doc["header"].get("plugin_version") == __version__:
+        given = dict(_leaves(stated))
+        for where, want in _leaves(derived):
+            if where in given and not _outside(where) and not _same(given[where], want):
+                raise ResultsFormatError(f"{source}: {'.'.join(map(str, where))} is not what its tests give "
+                                         f"({_figure(want)!r}) (edited?)")
+    return {**doc, **_overlay(stated, derived, ()), "tasks": rebuilt["tasks"]}
+
+
+def _outside(where: tuple[Any, ...]) -> bool:
+    """A figure derived from more than this file (ProcArena Interactive's retention)."""
+    return "retention" in where
+
+
+def _overlay(stated: Any, derived: Any, where: tuple[Any, ...]) -> Any:
+    """``derived``, but what only ``stated`` can know (:func:`_outside`) and keys it alone has."""
+    if isinstance(stated, dict) and isinstance(derived, dict):
+        return {**stated, **{k: _overlay(stated.get(k), v, (*where, k)) for k, v in derived.items()}}
+    if _outside(where) and derived is None:
+        return stated
+    return derived
+
+
+def _same(given: Any, want: Any) -> bool:
+    if isinstance(given, float) and isinstance(want, float) and given != given and want != want:
+        return True  # NaN
+    return _figure(given) == _figure(want)
 
 
 def _leaves(value: Any, where: tuple[Any, ...] = ()) -> Iterator[tuple[tuple[Any, ...], Any]]:
