@@ -471,6 +471,23 @@ def test_an_answer_that_uses_up_its_time_budget_at_scale_fails_and_is_not_left_o
     assert perf.extra["b2"]["rejection"] == "runtime", perf.extra["b2"]
 
 
+def test_a_slow_degraded_input_does_not_spend_a_right_answers_budget(
+    backend: Any, b2_task: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Gold's and the degraded input's run time is not the answer's: a right answer next to a
+    degraded input that takes most of the task's budget is measured, not failed."""
+    import dataclasses
+
+    from pytest_plsqlbench.procarena import loader
+
+    spec = _spec(b2_task)
+    sleepy = spec.b2.degraded + "\nSELECT pg_sleep(CASE WHEN (SELECT count(*) FROM clinic.patients) > 100 THEN 1.2 ELSE 0 END);"
+    slow = dataclasses.replace(spec, b2=dataclasses.replace(spec.b2, degraded=sleepy))
+    monkeypatch.setattr(loader, "spec_of", lambda task: slow)
+    perf = _perf(backend, b2_task, spec.gold, task_timeout=4.0)[-1]  # 4 runs of the baseline: 4.8 s
+    assert perf.passed and perf.extra["b2"]["admitted"] and perf.extra["b2"].get("acceleration"), perf.extra["b2"]
+
+
 def test_runs_share_no_session_state_and_the_answer_cannot_analyze(backend: Any, b2_task: Any) -> None:
     """What outlives ``ROLLBACK TO SAVEPOINT`` (prepared statements, session advisory locks) is
     cleared between runs, and the analyzer the scaler uses is not the answer's to call (ANALYZE

@@ -22,6 +22,7 @@ bin, scaled row counts), from which :mod:`.metrics` computes the harmonic means 
 from __future__ import annotations
 
 import logging
+import time
 import weakref
 from typing import Any
 
@@ -127,18 +128,31 @@ class PerfJudge(Judge):
         repeats = self.repeats or spec.b2.repeats
         contenders = {timing.GOLD: (timing.GOLD, spec.gold), timing.BASELINE: (timing.BASELINE, spec.b2.degraded),
                       timing.CANDIDATE: (timing.CANDIDATE, answer)}
+        spent = [0.0]  # the answer's own run time in the measurement
+        budget: list[float | None] = [None]
+
         def run(contender: tuple[str, str], keep_state: bool) -> timing.Run:
-            # The task's time budget is the answer's: gold's and the degraded input's runs are
-            # bounded by the statement timeout alone. (An answer that used the budget up made
-            # the next gold run fail at once, and the item was "not measured": infrastructure.)
+            # The task's time budget is the answer's: it bounds the answer's own runs, by what
+            # they have used of it, and never gold's or the degraded input's. (An answer that used
+            # the budget up made the next gold run fail at once: "not measured", infrastructure;
+            # and counting gold's time against it failed a right answer next to a slow baseline.)
             label, code = contender
             session = getattr(bench, "session", None)
-            if label == timing.CANDIDATE or not hasattr(session, "deadline"):
+            if not hasattr(session, "deadline"):
                 return bench.run(code, keep_state)
-            deadline, session.deadline = session.deadline, None
+            if budget[0] is None and session.deadline is not None:
+                budget[0] = session.deadline - time.monotonic()  # what was left when the measurement began
+            deadline = session.deadline
+            t0 = time.monotonic()
+            if label == timing.CANDIDATE and budget[0] is not None:
+                session.deadline = t0 + budget[0] - spent[0]
+            else:
+                session.deadline = None
             try:
                 return bench.run(code, keep_state)
             finally:
+                if label == timing.CANDIDATE:
+                    spent[0] += time.monotonic() - t0
                 session.deadline = deadline
 
         try:
