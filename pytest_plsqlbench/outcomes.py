@@ -28,6 +28,8 @@ INFRASTRUCTURE = "infrastructure"
 NOT_GENERATED = "not_generated"
 #: ``outcome.extra`` key marking a ``not_generated`` test left out under --plsql-missing=exclude.
 MISSING_EXCLUDED_KEY = "missing_excluded"
+#: ``extra`` key of a test left out because its reference output could not be captured.
+REFERENCE_FAILED_KEY = "reference_failed"
 
 #: A plugin skipped the item (e.g. a task the data at hand cannot run): not judged, listed apart.
 SKIPPED = "skipped"

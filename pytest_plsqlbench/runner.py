@@ -287,6 +287,7 @@ class TaskRun:
     def _run_test_attempts(self, turn_index: int, test: UnitTest) -> TestOutcome:
         try:
             outcome = self._run_test_once(turn_index, test)
+            self._kills_its_session = False  # it met a live session: a later loss starts afresh
         except InfrastructureError as first:
             log.warning("task %s %s: %s; recovering and retrying once", self.task.id, test.id, first)
             try:
@@ -305,11 +306,7 @@ class TaskRun:
                     )
                     # The task's next test starts on a live session, as this one's retry did
                     # (else it would meet the closed connection, not the answer).
-                    try:
-                        self.backend.recover()
-                        self._restart_rollout(turn_index)
-                    except InfrastructureError:
-                        pass  # the next test meets it and reports it
+                    self._recover_quietly(turn_index)
                 else:
                     outcome = TestOutcome(
                         turn_index, test.id, False, outcomes.INFRASTRUCTURE,
@@ -348,11 +345,7 @@ class TaskRun:
             # test on its own (the one that lost it will lose it again, and be judged so).
             log.warning("task %s: a batch of tests lost the session (%s); running them one by one",
                         self.task.id, exc)
-            try:
-                self.backend.recover()
-                self._restart_rollout(turn_index)
-            except InfrastructureError:
-                pass  # the ordinary path meets it and reports it
+            self._recover_quietly(turn_index)
             return None
         if results is None:
             return None
@@ -366,6 +359,15 @@ class TaskRun:
             outcome.duration_s = result.duration_s
             self._batched[(turn_index, t.id)] = outcome
         return self._batched.pop((turn_index, test.id), None)
+
+    def _recover_quietly(self, turn_index: int) -> None:
+        """Bring the session back and the rollout up to ``turn_index``; a failure is left for
+        the next test to meet and report."""
+        try:
+            self.backend.recover()
+            self._restart_rollout(turn_index)
+        except InfrastructureError:
+            pass
 
     def _batchable(self, test: UnitTest) -> bool:
         """An ``assert`` test judged by the built-in judge, with a script of its own."""
@@ -413,7 +415,9 @@ class TaskRun:
         # (PLSQLBench E.2 leaves reference errors out): check it before the answer's own state.
         if judge.needs_expectation(test) and (turn_index, test.id) not in self.ctx.expected:
             why = self.ctx.reference_error or "no reference output captured"
-            return TestOutcome(turn_index, test.id, False, outcomes.INFRASTRUCTURE, why)
+            outcome = TestOutcome(turn_index, test.id, False, outcomes.INFRASTRUCTURE, why)
+            outcome.extra[outcomes.REFERENCE_FAILED_KEY] = True  # the benchmark's, not the run's (E.2)
+            return outcome
         self.ensure_turn(turn_index)
         state = self.turns[turn_index - 1]
         if state.blocked is not None:

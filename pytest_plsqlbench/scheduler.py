@@ -70,17 +70,16 @@ class TaskScheduling(LoadScopeScheduling):
         (an empty batch produces no event, and the scheduler would wait for it forever).
 
         A unit re-queued after a crash can be finished meanwhile by the worker that reran it;
-        when only such units were left, a worker with nothing to run is shut down, as loadscope
-        does when the queue is empty: it sends no more events, so nothing would ever do it
-        later, and the run would wait for it forever.
+        when only such units were left, the worker is shut down, as loadscope does when the queue
+        is empty (it runs what it holds first): a worker with nothing, or one item, to run sends
+        no more events, so nothing would ever do it later, and the run would wait forever.
         """
         assert self.workqueue
         scope, work_unit = self.workqueue.popitem(last=False)
         while all(work_unit.values()) and self.workqueue:
             scope, work_unit = self.workqueue.popitem(last=False)
         if all(work_unit.values()):
-            if not self._pending_of(self.assigned_work.get(node, {})):
-                node.shutdown()
+            node.shutdown()  # the queue is empty: as loadscope does, it runs what it holds and stops
             return
         self.assigned_work.setdefault(node, {})[scope] = work_unit
         index = self._index_of(node)

@@ -16,7 +16,7 @@ import pytest
 
 from pytest_plsqlbench.cli import main
 from pytest_plsqlbench.errors import UsageError
-from pytest_plsqlbench.reporting.leaderboard import entry
+from pytest_plsqlbench.reporting.leaderboard import entry, noncomparable_reasons
 from pytest_plsqlbench.results import build_document, write_document
 from pytest_plsqlbench.summary import summary_lines
 
@@ -299,6 +299,16 @@ def test_noncomparable_runs_are_refused_unless_allowed_then_noted(
     printed = json.loads(capsys.readouterr().out)
     jsonschema.validate(printed, ENTRY_SCHEMA)
     assert printed["note"].startswith("not comparable with the paper: ") and reason in printed["note"]
+
+
+def test_a_test_without_a_reference_output_is_the_benchmarks_gap_not_a_hole_in_the_run() -> None:
+    run = full_run(NO_MBPP_PLUS)
+    for t in run["tasks"]:
+        if (t["subset"], t["task_id"]) == ("spider", "a"):
+            t["tests"][1].update(failure_class="infrastructure", extra={"reference_failed": True})
+    doc = build_document(run["header"], run["tasks"], {k: {"paper": m["paper"]} for k, m in run["subsets"].items()})
+    assert not any("infrastructure" in r for r in noncomparable_reasons(doc))
+    assert any("infrastructure" in r for r in noncomparable_reasons(infra_run()))
 
 
 def test_a_comparable_run_has_no_note_but_mbpp_plus_is_always_called_a_rebuild() -> None:

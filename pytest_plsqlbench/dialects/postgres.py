@@ -542,7 +542,10 @@ class PostgresSession(Session):
     def _lost_error(self, exc: BaseException, doing: str) -> SessionLost:
         sqlstate = getattr(exc, "sqlstate", None)
         server_died = self.backend.server is not None and not self.backend.server.alive()
-        external = server_died or (self.backend_pid is not None and self.backend_pid in self.backend.terminated)
+        killed = self.backend_pid is not None and self.backend_pid in self.backend.terminated
+        if killed:
+            self.backend.terminated.discard(self.backend_pid)  # pids are reused: one loss per termination
+        external = server_died or killed
         why = "the server process died" if server_died else _clip_text(_one_line(exc))
         return SessionLost(f"database connection lost {doing}: {why}", external=external,
                            limit_named=self._limit_named and sqlstate is None)

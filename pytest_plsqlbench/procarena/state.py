@@ -231,6 +231,20 @@ def pg_snapshot(conn: Any, schemas: Iterable[str], max_rows: int = MAX_ROWS) -> 
             try:
                 conn.execute("SAVEPOINT plsql_snapshot_table")
                 rows = conn.execute(query).fetchall()
+                problem = None
+                if len(rows) > max_rows:
+                    # Compared in part only: the whole table's rows (as text) are digested on the
+                    # server -- a sum of 64-bit hashes, in constant memory, order-independent -- so
+                    # a difference past the first max_rows rows still shows.
+                    digest = pgsql.SQL(
+                        "SELECT count(*), sum(('x' || left(md5(r), 16))::bit(64)::int8::numeric) FROM "
+                        "(SELECT ROW({})::pg_catalog.text AS r FROM {}.{}) q").format(
+                        pgsql.SQL(", ").join(pgsql.SQL("{}::pg_catalog.text").format(pgsql.Identifier(c)) for c in names)
+                        if names else pgsql.SQL(""),
+                        pgsql.Identifier(schema), pgsql.Identifier(table))
+                    count, total = conn.execute(digest).fetchone()
+                    problem = f"more than {max_rows} rows ({count} rows, digest {total})"
+                    rows = []  # the first rows read depend on physical order: the digest decides
                 conn.execute("RELEASE SAVEPOINT plsql_snapshot_table")
             except psycopg.errors.Error as exc:
                 if conn.closed or conn.broken:
@@ -238,19 +252,6 @@ def pg_snapshot(conn: Any, schemas: Iterable[str], max_rows: int = MAX_ROWS) -> 
                 conn.execute("ROLLBACK TO SAVEPOINT plsql_snapshot_table")
                 out[name] = table_state(name, names, (), f"unreadable ({str(exc).strip().splitlines()[0]})")
                 continue
-            problem = None
-            if len(rows) > max_rows:
-                # Compared in part only: the whole table's rows (as text, sorted) are digested on
-                # the server, so a difference past the first max_rows rows still shows.
-                digest = pgsql.SQL(
-                    "SELECT count(*), md5(string_agg(r, E'\\n' ORDER BY r)) FROM "
-                    "(SELECT ROW({})::pg_catalog.text AS r FROM {}.{}) q").format(
-                    pgsql.SQL(", ").join(pgsql.SQL("{}::pg_catalog.text").format(pgsql.Identifier(c)) for c in names)
-                    if names else pgsql.SQL(""),
-                    pgsql.Identifier(schema), pgsql.Identifier(table))
-                count, md5 = conn.execute(digest).fetchone()
-                problem = f"more than {max_rows} rows ({count} rows, digest {md5})"
-                rows = []  # the first rows read depend on physical order: the digest decides
             canon = (tuple(_pg_value(v, c[1], c[2]) for v, c in zip(row, cols)) for row in rows)
             out[name] = table_state(name, names, canon, problem)
     except psycopg.Error as exc:
