@@ -205,7 +205,7 @@ def clip(text: str, limit: int = MAX_FAILURE_CHARS) -> str:
 
 def failure_text(outcome: TestOutcome) -> str:
     """What the terminal, JUnit and ``-rf`` show for a failed test: clipped, whatever the answer printed."""
-    lines = [clip(f"[{outcome.failure_class}] {outcome.message}".rstrip())]
+    lines = [clip(printable(f"[{outcome.failure_class}] {outcome.message}".rstrip()))]
     if outcome.expected is not None and outcome.actual is not None and "expected" not in outcome.message:
         exp = [clip(x, 200) for x in normalize_lines(outcome.expected[:6])]
         act = [clip(x, 200) for x in normalize_lines(outcome.actual[:6])]

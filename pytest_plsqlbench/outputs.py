@@ -81,7 +81,7 @@ def _clip(text: str, width: int = 100) -> str:
 #: rendered report: C0/C1 controls but newline and tab (``ESC[2K`` erases a line, ``ESC[1A``
 #: moves up: a message could overwrite the summary above it), and the bidirectional overrides
 #: that make text read differently from what it is.
-_UNPRINTABLE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
+_UNPRINTABLE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
 
 
 def printable(text: str) -> str:

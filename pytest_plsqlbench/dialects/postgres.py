@@ -44,7 +44,7 @@ from sqlparse import tokens as T
 
 from .. import outcomes
 from ..errors import FixtureError, InfrastructureError, UsageError
-from ..outputs import format_row
+from ..outputs import format_row, printable
 from ..scripts import Statement, _tokens, split
 from ..settings import Settings
 from ..tasks import Fixture
@@ -381,7 +381,7 @@ def _changed_pins(pgconn: Any) -> list[str]:
 
 def _one_line(exc: BaseException) -> str:
     text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
+    return printable(text.splitlines()[0]) if text else type(exc).__name__  # logged as it is
 
 
 def _rows_as_server_text(conn: psycopg.Connection[Any]) -> None:

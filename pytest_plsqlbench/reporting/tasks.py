@@ -15,6 +15,7 @@ from typing import Any
 
 from ..metrics import NOT_JUDGED
 from ..outcomes import FAILURE_CLASSES, LABELS
+from ..outputs import printable
 from ..summary import pct
 
 
@@ -186,7 +187,7 @@ def _pre(text: Any, cls: str) -> str:
         return '<span class="muted">(none)</span>'
     if isinstance(text, (list, tuple)):
         text = "\n".join(str(x) for x in text)
-    return f'<pre class="{cls}">{escape(str(text))}</pre>'
+    return f'<pre class="{cls}">{escape(printable(str(text)))}</pre>'
 
 
 def task_detail(task: Mapping[str, Any]) -> str:

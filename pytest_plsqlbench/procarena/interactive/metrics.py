@@ -17,6 +17,8 @@ from __future__ import annotations
 
 from collections import Counter
 from html import escape
+
+from ...outputs import printable
 from typing import Any, Iterable, Mapping
 
 from ..metrics import _pct, task_outcome
@@ -159,7 +161,8 @@ def timeline_html(entry: Mapping[str, Any], ep: Mapping[str, Any]) -> str:
     for step in ep.get("timeline") or []:
         args = "; ".join(f"{k}: {v}" for k, v in (step.get("args") or {}).items())
         rows.append(f"<tr><td>{escape(str(step.get('step')))}</td><td>{escape(str(step.get('tool')))}</td>"
-                    f"<td><pre>{escape(args)}</pre></td><td><pre>{escape(str(step.get('result') or ''))}</pre></td>"
+                    f"<td><pre>{escape(printable(args))}</pre></td>"
+                    f"<td><pre>{escape(printable(str(step.get('result') or '')))}</pre></td>"
                     f"<td>{escape(str(step.get('cost')))}</td><td>{escape(str(step.get('spent')))}</td></tr>")
     return (f"<details><summary>{head}</summary><table><tr><th>Step</th><th>Action</th><th>Arguments</th>"
             f"<th>Result</th><th>Cost</th><th>Spent</th></tr>{''.join(rows)}</table></details>")
