@@ -17,10 +17,9 @@ from __future__ import annotations
 
 from collections import Counter
 from html import escape
-
-from ...outputs import printable
 from typing import Any, Iterable, Mapping
 
+from ...outputs import printable
 from ..metrics import _pct, task_outcome
 from .budget import MALFORMED
 from .tools import NAMES
