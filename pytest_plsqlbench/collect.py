@@ -205,13 +205,14 @@ def clip(text: str, limit: int = MAX_FAILURE_CHARS) -> str:
 
 def failure_text(outcome: TestOutcome) -> str:
     """What the terminal, JUnit and ``-rf`` show for a failed test: clipped, whatever the answer printed."""
+    # The answer's text: no escape sequence reaches a terminal (the lines below are reprs).
     lines = [clip(printable(f"[{outcome.failure_class}] {outcome.message}".rstrip()))]
     if outcome.expected is not None and outcome.actual is not None and "expected" not in outcome.message:
         exp = [clip(x, 200) for x in normalize_lines(outcome.expected[:6])]
         act = [clip(x, 200) for x in normalize_lines(outcome.actual[:6])]
         lines.append(f"expected: {exp[:5]!r}{' ...' if len(outcome.expected) > 5 else ''}")
         lines.append(f"actual:   {act[:5]!r}{' ...' if len(outcome.actual) > 5 else ''}")
-    return printable("\n".join(lines))  # the answer's text: no escape sequence reaches a terminal
+    return "\n".join(lines)
 
 
 def build_items(

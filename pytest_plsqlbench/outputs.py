@@ -9,8 +9,8 @@ HH24:MI:SS``, strings unquoted, NULL empty).
 from __future__ import annotations
 
 import datetime as dt
-import re
 import decimal
+import re
 from typing import Any, Iterable, Sequence
 
 

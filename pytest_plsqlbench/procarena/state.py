@@ -223,10 +223,10 @@ def pg_snapshot(conn: Any, schemas: Iterable[str], max_rows: int = MAX_ROWS) -> 
             cols = conn.execute(_PG_COLUMNS, (oid,)).fetchall()
             name = f"{schema}.{table}".lower()
             names = [c[0] for c in cols]
+            as_text = (pgsql.SQL(", ").join(pgsql.SQL("{}::pg_catalog.text").format(pgsql.Identifier(c)) for c in names)
+                       if names else pgsql.SQL(""))
             query = pgsql.SQL("SELECT {} FROM {}.{} LIMIT {}").format(
-                pgsql.SQL(", ").join(pgsql.SQL("{}::pg_catalog.text").format(pgsql.Identifier(c)) for c in names)
-                if names else pgsql.SQL(""),
-                pgsql.Identifier(schema), pgsql.Identifier(table), pgsql.Literal(max_rows + 1),
+                as_text, pgsql.Identifier(schema), pgsql.Identifier(table), pgsql.Literal(max_rows + 1),
             )
             try:
                 conn.execute("SAVEPOINT plsql_snapshot_table")
@@ -239,9 +239,7 @@ def pg_snapshot(conn: Any, schemas: Iterable[str], max_rows: int = MAX_ROWS) -> 
                     digest = pgsql.SQL(
                         "SELECT count(*), sum(('x' || left(md5(r), 16))::bit(64)::int8::numeric) FROM "
                         "(SELECT ROW({})::pg_catalog.text AS r FROM {}.{}) q").format(
-                        pgsql.SQL(", ").join(pgsql.SQL("{}::pg_catalog.text").format(pgsql.Identifier(c)) for c in names)
-                        if names else pgsql.SQL(""),
-                        pgsql.Identifier(schema), pgsql.Identifier(table))
+                        as_text, pgsql.Identifier(schema), pgsql.Identifier(table))
                     count, total = conn.execute(digest).fetchone()
                     problem = f"more than {max_rows} rows ({count} rows, digest {total})"
                     rows = []  # the first rows read depend on physical order: the digest decides

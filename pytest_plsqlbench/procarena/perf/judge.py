@@ -128,31 +128,29 @@ class PerfJudge(Judge):
         repeats = self.repeats or spec.b2.repeats
         contenders = {timing.GOLD: (timing.GOLD, spec.gold), timing.BASELINE: (timing.BASELINE, spec.b2.degraded),
                       timing.CANDIDATE: (timing.CANDIDATE, answer)}
-        spent = [0.0]  # the answer's own run time in the measurement
-        budget: list[float | None] = [None]
+        spent = 0.0  # the answer's own run time in the measurement
+        budget: float | None = None  # what was left of the task's budget when the measurement began
 
         def run(contender: tuple[str, str], keep_state: bool) -> timing.Run:
+            nonlocal spent, budget
             # The task's time budget is the answer's: it bounds the answer's own runs, by what
             # they have used of it, and never gold's or the degraded input's. (An answer that used
             # the budget up made the next gold run fail at once: "not measured", infrastructure;
             # and counting gold's time against it failed a right answer next to a slow baseline.)
             label, code = contender
-            session = getattr(bench, "session", None)
+            session: Any = getattr(bench, "session", None)
             if not hasattr(session, "deadline"):
                 return bench.run(code, keep_state)
-            if budget[0] is None and session.deadline is not None:
-                budget[0] = session.deadline - time.monotonic()  # what was left when the measurement began
+            if budget is None and session.deadline is not None:
+                budget = session.deadline - time.monotonic()
             deadline = session.deadline
             t0 = time.monotonic()
-            if label == timing.CANDIDATE and budget[0] is not None:
-                session.deadline = t0 + budget[0] - spent[0]
-            else:
-                session.deadline = None
+            session.deadline = t0 + budget - spent if label == timing.CANDIDATE and budget is not None else None
             try:
                 return bench.run(code, keep_state)
             finally:
                 if label == timing.CANDIDATE:
-                    spent[0] += time.monotonic() - t0
+                    spent += time.monotonic() - t0
                 session.deadline = deadline
 
         try:
@@ -187,9 +185,9 @@ class PerfJudge(Judge):
                       if r.state != gold.runs[0].state or r.raised != gold.runs[0].raised), None)
         out["same_state_as_gold"] = wrong is None
         if wrong is not None:
-            run = cand.runs[wrong - 1]
-            diffs = [] if run.install_error else st.diff(gold.runs[0].state or {}, run.state or {})
-            problem = (f"the answer failed to install: {run.install_error}" if run.install_error
+            bad = cand.runs[wrong - 1]
+            diffs = [] if bad.install_error else st.diff(gold.runs[0].state or {}, bad.state or {})
+            problem = (f"the answer failed to install: {bad.install_error}" if bad.install_error
                        else diffs[0] if diffs else "the calls raised differently")
             out.update(admitted=False, rejection="wrong_state",
                        why=f"at the task's scale, measured run {wrong} of {len(cand.runs)}: {problem}")
