@@ -217,13 +217,19 @@ Job = tuple[SourceTask, list[SourceCase]]
 
 
 def reference_jobs(tasks: list[SourceTask]) -> list[Job]:
-    """A task's cases to run, in batches of :data:`BATCH` (one child process each)."""
+    """A task's cases to run, in batches of at most :data:`BATCH` (one child process each).
+
+    Dealt round-robin, not cut in runs: an input list often grows its large inputs together
+    (Mbpp/599 has 13 of its 16 calls that sum 10**8 numbers among its first 40 cases), and one
+    batch holding them all was the conversion's critical path.
+    """
     jobs: list[Job] = []
     for task in tasks:
         if task.problem is not None or not task.solution:
             continue
         live = [c for c in task.cases if c.problem is None]
-        jobs += [(task, live[i : i + BATCH]) for i in range(0, len(live), BATCH)]
+        batches = -(-len(live) // BATCH)
+        jobs += [(task, live[i::batches]) for i in range(batches)]
     return jobs
 
 
