@@ -22,6 +22,8 @@ from . import judges, nodeids, outcomes
 from .answers import Answer
 from .episode import Episode
 from .errors import FixtureError, InfrastructureError, PlsqlBenchError, UsageError
+from .lookahead import Lookahead
+from .lookahead import enabled_for as lookahead_enabled
 from .outcomes import TestOutcome
 from .outputs import normalize_lines, printable
 from .records import MAX_ANSWER_TEXT, MAX_PROMPT_TEXT, MAX_SCRIPT_TEXT, ItemRecord, TaskFacts, clip_text, json_value
@@ -55,6 +57,16 @@ class Harness:
         self.env_sent = False
         self.safety = make_checker(settings.database)
         self.judges = judges.registry(config)
+        self._lookahead: Lookahead | None = None
+        self._lookahead_decided = False
+
+    def lookahead(self, session: pytest.Session) -> Lookahead | None:
+        """The session's :class:`~pytest_plsqlbench.lookahead.Lookahead`, if this process may use one."""
+        if not self._lookahead_decided:
+            self._lookahead_decided = True
+            if self.settings.database.lookahead and lookahead_enabled(self.config):
+                self._lookahead = Lookahead(session.items)
+        return self._lookahead
 
     def backend_for(self):  # noqa: ANN201 - Backend
         if self._backend_error is not None:
@@ -94,6 +106,8 @@ class Harness:
         return self.episode(task, sample).answers
 
     def close(self) -> None:
+        if self._lookahead is not None:
+            self._lookahead.drain()  # before the backend goes: a job may still be using it
         if self.backend is not None:
             try:
                 self.backend.stop()
@@ -137,6 +151,11 @@ class TaskNode(pytest.Collector):
         return self._children
 
     def setup(self) -> None:
+        ahead = self.config.stash[HARNESS_KEY].lookahead(self.session)
+        if ahead is None or not ahead.setup(self):
+            self.setup_now()
+
+    def setup_now(self) -> None:
         harness: Harness = self.config.stash[HARNESS_KEY]
         episode = harness.episode(self.task, self.sample)
         self.answers = episode.answers
@@ -151,6 +170,14 @@ class TaskNode(pytest.Collector):
         self.run = run
 
     def teardown(self) -> None:
+        ahead = self.config.stash[HARNESS_KEY].lookahead(self.session)
+        try:
+            if ahead is not None:
+                ahead.teardown(self)
+        finally:
+            self._finish()
+
+    def _finish(self) -> None:
         if self.run is not None:
             try:
                 self.run.finish()
@@ -171,9 +198,13 @@ class PlsqlItem(pytest.Item):
         return self.parent
 
     def runtest(self) -> None:
-        run = self.task_node.run
-        assert run is not None, "task setup did not run"
-        self.outcome = run.run_test(self.turn.index, self.test)
+        ahead = self.config.stash[HARNESS_KEY].lookahead(self.session)
+        outcome = ahead.outcome(self) if ahead is not None else None
+        if outcome is None:
+            run = self.task_node.run
+            assert run is not None, "task setup did not run"
+            outcome = run.run_test(self.turn.index, self.test)
+        self.outcome = outcome
         if not self.outcome.passed:
             raise PlsqlFailure(self.outcome)
 

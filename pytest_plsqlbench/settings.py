@@ -81,6 +81,13 @@ OPTIONS: tuple[Opt, ...] = (
         metavar="SECONDS",
     ),
     Opt(
+        "no-lookahead",
+        "Without xdist, run each task in the database only when pytest reaches it, instead of "
+        "running the next task on a thread while this one's items report (same outcomes, slower; "
+        "log lines then appear under the item that caused them).",
+        flag=True,
+    ),
+    Opt(
         "missing",
         "Tasks an answers file (or, with --plsql-cache-only, the cache) has no answer for: "
         "'fail' scores them as failed (class not_generated); 'exclude' leaves them out of the "
@@ -297,6 +304,8 @@ class DatabaseSettings:
     max_output: int = 1_000_000
     #: ``--plsql-safety``: off, warn or block.
     safety: str = "block"
+    #: Not ``--plsql-no-lookahead``: without xdist, run the next task while this one reports.
+    lookahead: bool = True
 
 
 @dataclass(frozen=True)
@@ -360,6 +369,7 @@ FIELDS: Mapping[str, tuple[str, str]] = {
     "task_timeout": ("database", "task_timeout"),
     "max_output": ("database", "max_output"),
     "safety": ("database", "safety"),
+    "lookahead": ("database", "lookahead"),
     "model": ("model", "name"),
     "api_base": ("model", "api_base"),
     "temperature": ("model", "temperature"),
@@ -508,6 +518,7 @@ class Settings:
                 task_timeout=v["task-timeout"],
                 max_output=v["max-output"],
                 safety=v["safety"],
+                lookahead=not v["no-lookahead"],
             ),
             model=ModelSettings(
                 name=model,

@@ -1,0 +1,234 @@
+"""Look-ahead: while pytest reports one task's items, a thread runs the next task in the database.
+
+Without xdist (``-n 0``) the process otherwise waits for the server at every task: install,
+the first test, the batch of the rest, the rollback. Here a task's whole evaluation -- its node
+setup and every item's :meth:`~pytest_plsqlbench.runner.TaskRun.run_test`, in the order pytest
+will ask for them -- runs as one block; the items then report the outcomes the block stored.
+The next block runs on a thread as soon as this one's items start reporting, so the server's
+work overlaps pytest's per-item work instead of adding to it.
+
+Nothing about the evaluation changes, only when it happens: the same calls, on the same
+connection, in the same order (finish the previous task, set up this one, each test in item
+order), one block at a time. A stored exception is raised where pytest would have met it.
+
+Only ``assert`` tasks (MBPP-style) take part: their tests are judged by the server alone, so a
+thread sharing the interpreter with pytest's reporting cannot change a verdict. Tasks judged
+by client-side timing (ProcArena B2) or by other judges run as before. The order comes from
+``session.items`` once; if pytest asks for a task out of that order (a plugin reordering at run
+time), the look-ahead drains and stops for the rest of the session.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Sequence
+
+import pytest
+
+from .errors import InfrastructureError
+
+if TYPE_CHECKING:
+    from .collect import PlsqlItem, TaskNode
+    from .outcomes import TestOutcome
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(eq=False)
+class Block:
+    """A run of consecutive items of one task node: what pytest sets up once and tears down once."""
+
+    node: "TaskNode"
+    items: list["PlsqlItem"]
+    eligible: bool
+    #: Set once setup and every item have run (by the thread, or inline for the first block).
+    ready: threading.Event = field(default_factory=threading.Event)
+    setup_error: BaseException | None = None
+    outcomes: dict[str, "TestOutcome | BaseException"] = field(default_factory=dict)
+    #: The next block's job finishes this block's run first; set once it has.
+    finishing: threading.Event | None = None
+    finish_error: BaseException | None = None
+    #: A job runs it (started when the block before it began reporting).
+    queued: bool = False
+    #: Prepared by a job, and pytest has set it up (else it is an orphan to finish on drain).
+    claimed: bool = False
+
+
+def _passes_through(exc: BaseException) -> bool:
+    return isinstance(exc, (KeyboardInterrupt, SystemExit, GeneratorExit))
+
+
+def eligible(node: "TaskNode") -> bool:
+    """Tasks whose every test is an ``assert`` test on an installed answer, and that can run."""
+    task = node.task
+    return (
+        task.answer_mode == "install"
+        and not task.metadata.get("not_runnable")
+        and all(test.kind == "assert" for turn in task.turns for test in turn.tests)
+    )
+
+
+def enabled_for(config: pytest.Config) -> bool:
+    """Only a process that runs every item itself in ``session.items`` order: no xdist, and a
+    run that calls the items (not ``--setup-only``/``--setup-plan``/``--collect-only``)."""
+    option = config.option
+    return (
+        getattr(config, "workerinput", None) is None
+        and not getattr(option, "numprocesses", None)
+        and not getattr(option, "setuponly", False)
+        and not getattr(option, "setupplan", False)
+        and not getattr(option, "collectonly", False)
+    )
+
+
+def blocks_of(items: Sequence[Any]) -> list[Block]:
+    from .collect import PlsqlItem
+
+    blocks: list[Block] = []
+    for item in items:
+        if not isinstance(item, PlsqlItem):
+            continue
+        node = item.task_node
+        if blocks and blocks[-1].node is node:
+            blocks[-1].items.append(item)
+        else:
+            blocks.append(Block(node, [item], eligible(node)))
+    return blocks
+
+
+class Lookahead:
+    def __init__(self, items: Sequence[Any]) -> None:
+        self.blocks = blocks_of(items)
+        #: Index of the block pytest sets up next.
+        self.pos = 0
+        self.active = True
+        self._thread: threading.Thread | None = None
+        self._cancel = threading.Event()
+        self._by_node: dict[int, Block] = {}
+
+    # ------------------------------------------------------------------ called by TaskNode
+    def setup(self, node: "TaskNode") -> bool:
+        """Set ``node`` up from its block (running it now if no job did); False: set it up as usual."""
+        if not self.active:
+            return False
+        block = self.blocks[self.pos] if self.pos < len(self.blocks) else None
+        if block is None or block.node is not node:
+            log.info("look-ahead off: task %s was set up out of the collected order", node.nodeid)
+            self.drain()
+            return False
+        self.pos += 1
+        self._by_node[id(node)] = block
+        if not block.eligible:
+            return False
+        if block.queued:
+            block.ready.wait()
+            block.claimed = True
+        else:
+            self._prepare(block)
+        self._launch_next(block)
+        if block.setup_error is not None:
+            raise block.setup_error
+        return True
+
+    def outcome(self, item: "PlsqlItem") -> "TestOutcome | None":
+        """The item's stored outcome (None: its task runs as usual); a stored error is raised."""
+        block = self._by_node.get(id(item.task_node))
+        if block is None or not block.ready.is_set():
+            return None
+        found = block.outcomes.get(item.nodeid)
+        if found is None:
+            # Not in the collected order (it was not run ahead), and its task's run is ended or
+            # in use by the thread: never run it against the wrong scope.
+            raise InfrastructureError(f"look-ahead: no outcome was prepared for {item.nodeid}")
+        if isinstance(found, BaseException):
+            raise found
+        return found
+
+    def teardown(self, node: "TaskNode") -> None:
+        """Wait until a job has finished the node's run, if one took that over; raise its error."""
+        block = self._by_node.pop(id(node), None)
+        if block is None:
+            return
+        block.outcomes = {}  # each item kept its own; an MBPP+ run would hold them all again
+        if block.finishing is None:
+            return
+        block.finishing.wait()
+        if block.finish_error is not None:
+            raise block.finish_error
+
+    # ------------------------------------------------------------------ the work
+    def _prepare(self, block: Block) -> None:
+        """The block's setup and every item's outcome, in the order pytest asks for them."""
+        node = block.node
+        try:
+            try:
+                node.setup_now()
+            except BaseException as exc:  # noqa: BLE001 - raised again where pytest sets the node up
+                if _passes_through(exc):
+                    raise
+                block.setup_error = exc
+                return
+            run = node.run
+            assert run is not None
+            for item in block.items:
+                if self._cancel.is_set():
+                    return
+                try:
+                    block.outcomes[item.nodeid] = run.run_test(item.turn.index, item.test)
+                except BaseException as exc:  # noqa: BLE001 - raised again in the item's call
+                    if _passes_through(exc):
+                        raise
+                    block.outcomes[item.nodeid] = exc
+        finally:
+            block.ready.set()
+
+    def _launch_next(self, block: Block) -> None:
+        """Start the next block on a thread: finish this block's run, then run the next one."""
+        nxt = self.blocks[self.pos] if self.pos < len(self.blocks) else None
+        if nxt is None or not nxt.eligible or nxt.node is block.node or self._cancel.is_set():
+            return
+        self.wait()
+        finishing = threading.Event()
+        block.finishing = finishing
+        nxt.queued = True
+
+        def job() -> None:
+            try:
+                try:
+                    if block.node.run is not None:
+                        block.node.run.finish()
+                except BaseException as exc:  # noqa: BLE001 - raised again in the node's teardown
+                    block.finish_error = exc
+                finally:
+                    finishing.set()
+                self._prepare(nxt)
+            except BaseException:  # noqa: BLE001 - a thread must not die silently
+                log.exception("look-ahead: preparing %s failed", nxt.node.nodeid)
+                nxt.setup_error = nxt.setup_error or InfrastructureError(f"look-ahead failed for {nxt.node.nodeid}")
+                finishing.set()
+                nxt.ready.set()
+
+        self._thread = threading.Thread(target=job, name="plsqlbench-lookahead", daemon=True)
+        self._thread.start()
+
+    def wait(self) -> None:
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
+
+    def drain(self) -> None:
+        """Stop looking ahead: let a running job end at its next item, and end the run of a block
+        that was prepared but never set up (``-x``, an interrupt, a reordered session)."""
+        self.active = False
+        self._cancel.set()
+        self.wait()
+        for block in self.blocks[self.pos :]:
+            if block.ready.is_set() and not block.claimed and block.node.run is not None:
+                try:
+                    block.node.run.finish()
+                except Exception as exc:  # noqa: BLE001 - the session is ending; say so, go on
+                    log.warning("look-ahead: ending the unused run of %s failed: %s", block.node.nodeid, exc)
+                finally:
+                    block.node.run = None
