@@ -327,7 +327,7 @@ def _prompts(task: Task) -> list[str]:
 
 
 def make_record(item: PlsqlItem, phase: str, excinfo: pytest.ExceptionInfo[BaseException] | None) -> ItemRecord:
-    """The record the controller aggregates (its ``to_dict()`` is attached to the report)."""
+    """The record the controller aggregates (attached to the report; plain values when serialised)."""
     node = item.task_node
     task = node.task
     outcome = item.outcome if phase == "call" else None

@@ -20,6 +20,7 @@ from .collect import HARNESS_KEY, Harness, PlsqlItem, build_items, check_kinds, 
 from .errors import PlsqlBenchError, UsageError
 from .manifests import Manifest, discover, run_dialect
 from .results import ResultsCollector
+from .records import ItemRecord
 from .settings import Settings, add_options, dialect_given
 from .state import SETTINGS_KEY, get_settings, is_active, worker_count, worker_id
 from .summary import summary_lines
@@ -348,19 +349,23 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, Any, Any]:
     report = yield
     if isinstance(item, PlsqlItem) and call.when in ("setup", "call") and not (call.when == "setup" and report.passed):
-        record = make_record(item, call.when, call.excinfo)
-        rec = report.plsql = record.to_dict()
+        # The record object itself: turned into plain values only if the report is serialised
+        # (xdist, report logs: below), not for every item of a run in one process.
+        record = report.plsql = make_record(item, call.when, call.excinfo)
         # JUnit XML reads properties from the item (its teardown report), not this report.
         item.user_properties[:] = [p for p in item.user_properties if p[0] != "failure_class"]
-        item.user_properties.append(("failure_class", rec["failure_class"]))
+        item.user_properties.append(("failure_class", record.failure_class))
         report.user_properties = list(item.user_properties)
     return report
 
 
 @pytest.hookimpl(wrapper=True)
 def pytest_report_to_serializable(config: pytest.Config, report: Any) -> Generator[None, Any, Any]:
-    """On an xdist worker, a benchmark item's report leaves with its small parts packed (``wire``)."""
+    """A benchmark item's record leaves as plain values; on an xdist worker the report's small
+    parts are packed too (``wire``)."""
     data = yield
+    if isinstance(data, dict) and isinstance(data.get("plsql"), ItemRecord):
+        data["plsql"] = data["plsql"].to_dict()
     if isinstance(data, dict) and getattr(config, "workerinput", None) is not None and is_active(config):
         wire.pack(data)
     return data

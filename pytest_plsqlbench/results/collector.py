@@ -10,6 +10,7 @@ crashed. :meth:`ResultsCollector.document` turns them into the results document.
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import logging
 import platform
 from collections.abc import Mapping, Sequence
@@ -36,6 +37,12 @@ if TYPE_CHECKING:
     from ..manifests import Manifest
 
 log = logging.getLogger(__name__)
+
+
+@functools.lru_cache(maxsize=256)
+def _is_benchmark(nodeid: str) -> bool:
+    """Cached: an item's three reports come one after another."""
+    return nodeids.parse(nodeid) is not None
 
 
 class ResultsCollector:
@@ -119,7 +126,8 @@ class ResultsCollector:
                     )
         elif report.when != "teardown":
             # A failed setup carries the record (the call never happens); otherwise the call does.
-            rec = ItemRecord.from_dict(data)
+            # In one process the record itself; from an xdist worker its plain values.
+            rec = data if isinstance(data, ItemRecord) else ItemRecord.from_dict(data)
             if report.skipped:
                 # Skipped by a plugin (e.g. a task the data cannot run): neither a failure nor a harness error.
                 reason = (
@@ -137,7 +145,7 @@ class ResultsCollector:
                 self.answers.setdefault(key, {})[(int(ans.get("sample") or 0), int(ans.get("turn") or 1))] = ans
             if rec.env is not None:
                 self.env.update(rec.env)
-        if nodeids.parse(report.nodeid) is not None:
+        if _is_benchmark(report.nodeid):
             known = self.records.get(report.nodeid)
             junit.decorate(self.config, report, known.failure_class if known else None)
             self._slim(report)
