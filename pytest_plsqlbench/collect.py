@@ -64,7 +64,7 @@ class Harness:
         """The session's :class:`~pytest_plsqlbench.lookahead.Lookahead`, if this process may use one."""
         if not self._lookahead_decided:
             self._lookahead_decided = True
-            if self.settings.database.lookahead and lookahead_enabled(self.config):
+            if not self.settings.database.no_lookahead and lookahead_enabled(self.config):
                 self._lookahead = Lookahead(session.items)
         return self._lookahead
 

@@ -304,8 +304,8 @@ class DatabaseSettings:
     max_output: int = 1_000_000
     #: ``--plsql-safety``: off, warn or block.
     safety: str = "block"
-    #: Not ``--plsql-no-lookahead``: without xdist, run the next task while this one reports.
-    lookahead: bool = True
+    #: ``--plsql-no-lookahead``: without xdist, run each task only when pytest reaches it.
+    no_lookahead: bool = False
 
 
 @dataclass(frozen=True)
@@ -369,7 +369,7 @@ FIELDS: Mapping[str, tuple[str, str]] = {
     "task_timeout": ("database", "task_timeout"),
     "max_output": ("database", "max_output"),
     "safety": ("database", "safety"),
-    "lookahead": ("database", "lookahead"),
+    "no_lookahead": ("database", "no_lookahead"),
     "model": ("model", "name"),
     "api_base": ("model", "api_base"),
     "temperature": ("model", "temperature"),
@@ -518,7 +518,7 @@ class Settings:
                 task_timeout=v["task-timeout"],
                 max_output=v["max-output"],
                 safety=v["safety"],
-                lookahead=not v["no-lookahead"],
+                no_lookahead=bool(v["no-lookahead"]),
             ),
             model=ModelSettings(
                 name=model,
