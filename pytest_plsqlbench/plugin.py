@@ -6,12 +6,13 @@ project's test run.
 
 from __future__ import annotations
 
+import difflib
 import gc
 import importlib
 import logging
 import os
 from pathlib import Path
-from typing import Any, Generator
+from typing import Any, Generator, Sequence
 
 import pytest
 
@@ -97,6 +98,7 @@ def _manifests(config: pytest.Config, settings: Settings) -> list[Manifest]:
             f"unknown subset(s) {', '.join(unknown)}; known subsets: {', '.join(sorted(known))}"
         )
     chosen = [known[s] for s in settings.tasks.subsets]
+    _check_source_names(config, known, settings)
     families.register_from_config(config)
     for manifest in chosen:
         if settings.database.dialect not in manifest.dialects:
@@ -109,6 +111,30 @@ def _manifests(config: pytest.Config, settings: Settings) -> list[Manifest]:
         except UsageError as exc:
             raise pytest.UsageError(f"{manifest.path}: {exc}") from None
     return chosen
+
+
+def _check_source_names(config: pytest.Config, known: dict[str, Manifest], settings: Settings) -> None:
+    """``--plsql-source NAME=PATH`` for a name no manifest uses would be ignored, and the run
+    would download the data or fail elsewhere: one line naming the known sources instead."""
+    names = sorted({m.source.name for m in known.values() if m.source is not None})
+    unknown = [n for n in settings.data.sources if n not in names]
+    if unknown:
+        hints = [f"{n!r} (did you mean {close[0]!r}?)" if (close := difflib.get_close_matches(n, names, 1)) else repr(n)
+                 for n in unknown]
+        raise pytest.UsageError(
+            f"--plsql-source: no subset's manifest has a data source named {', '.join(hints)}; "
+            f"the sources are: {', '.join(names)} (names, not subsets: see 'plsqlbench subsets')"
+        )
+    expected = {"PLSQLBENCH_SOURCE_" + n.upper().replace("-", "_") for n in names}
+    for var in sorted(os.environ):
+        if var.upper().startswith("PLSQLBENCH_SOURCE_") and var not in expected:
+            config.issue_config_time_warning(
+                pytest.PytestConfigWarning(
+                    f"{var} names no data source of the known manifests and is ignored; "
+                    f"the variables are {', '.join(sorted(expected))} (upper case, '-' as '_')"
+                ),
+                stacklevel=2,
+            )
 
 
 def load_all_tasks(config: pytest.Config, settings: Settings) -> dict[str, tuple[Path | None, list[Task]]]:
@@ -128,8 +154,27 @@ def load_all_tasks(config: pytest.Config, settings: Settings) -> dict[str, tuple
             raise pytest.UsageError(
                 f"subset {manifest.name!r}: no installed plugin loads manifests with loader {manifest.loader!r}"
             )
+        _check_unique(manifest.name, tasks)
         out[manifest.name] = (manifest.path, list(tasks))
     return out
+
+
+def _check_unique(subset: str, tasks: Sequence[Task]) -> None:
+    """A task id twice in the data (a file concatenated with itself, say) would run and be
+    scored twice, and its items would share node ids: one line instead."""
+    seen: set[str] = set()
+    twice: list[str] = []
+    for task in tasks:
+        keys = {task.id, task.node_name}  # two ids may also meet in one node name
+        if keys & seen:
+            twice.append(task.id)
+        seen |= keys
+    if twice:
+        shown = ", ".join(dict.fromkeys(twice[:5])) + (", ..." if len(set(twice)) > 5 else "")
+        raise pytest.UsageError(
+            f"subset {subset!r}: the data holds {len(set(twice))} task id(s) more than once ({shown}); "
+            "each task must appear once (a source file concatenated with itself?)"
+        )
 
 
 def select_tasks(
@@ -192,7 +237,7 @@ def check_answer_ids(config: pytest.Config, answers: Any, tasks: dict[str, tuple
         )
     config.issue_config_time_warning(
         pytest.PytestConfigWarning(
-            f"--plsql-answers: {len(unmatched)} entr{'y' if len(unmatched) == 1 else 'ies'} match no task of "
+            f"--plsql-answers: {len(unmatched)} entr{'y matches' if len(unmatched) == 1 else 'ies match'} no task of "
             f"subset(s) {', '.join(tasks)} and are not scored: {shown}"
         ),
         stacklevel=2,

@@ -499,6 +499,10 @@ class Settings:
         if v["cache-only"] and v["regenerate"]:
             raise UsageError("--plsql-cache-only and --plsql-regenerate contradict each other")
         as_path = lambda x: Path(x).expanduser() if x else None  # noqa: E731
+        results = as_path(v["results"])
+        if results is not None and results.is_dir():
+            raise UsageError(f"--plsql-results: {results} is a folder; give the file to write, "
+                             f"e.g. --plsql-results={results / 'results.json'}")
         return cls(
             tasks=TaskSettings(
                 subsets=subsets,
@@ -539,7 +543,7 @@ class Settings:
                 missing=v["missing"],
                 show_prompt=v["show-prompt"],
             ),
-            report=ReportSettings(results=as_path(v["results"])),
+            report=ReportSettings(results=results),
         )
 
 

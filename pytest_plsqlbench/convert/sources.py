@@ -10,8 +10,10 @@ claims to be. Records that are well-formed but cannot be converted become task p
 from __future__ import annotations
 
 import ast
+import gzip
 import json
 import logging
+import zlib
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -33,11 +35,15 @@ PLSQLBENCH_FILE = Path("datasets") / "mbpp" / "mbpp_plsql.jsonl"
 def _records(
     path: Path, required: dict[str, type | tuple[type, ...]]
 ) -> Iterator[tuple[int, dict[str, Any]]]:
-    """(line number, record) for a JSON Lines file or a JSON array file."""
+    """(line number, record) for a JSON Lines file or a JSON array file, plain or gzipped
+    (evalplus publishes ``MbppPlus.jsonl.gz``), with or without a UTF-8 byte order mark."""
     try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise DataError(f"{path}: cannot read ({exc.strerror})") from None
+        raw = path.read_bytes()
+        if raw[:2] == b"\x1f\x8b":
+            raw = gzip.decompress(raw)
+        text = raw.decode("utf-8-sig")
+    except (OSError, EOFError, zlib.error) as exc:
+        raise DataError(f"{path}: cannot read ({getattr(exc, 'strerror', None) or exc})") from None
     except UnicodeDecodeError as exc:
         raise DataError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
     if text.lstrip().startswith("["):

@@ -7,9 +7,11 @@ wrong; :class:`ResultsDocument` is a typed view of a checked document.
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 import re
+import zlib
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -156,9 +158,14 @@ def _check_task(task: Any, index: int, source: str) -> None:
 def read_document(path: Path) -> dict[str, Any]:
     """Read and check a results file (one error message for every way it can be wrong)."""
     try:
-        text = Path(path).read_text(encoding="utf-8")
+        raw = Path(path).read_bytes()
+        if raw[:2] == b"\x1f\x8b":  # gzipped, as results files are often kept
+            raw = gzip.decompress(raw)
+        text = raw.decode("utf-8-sig")
     except OSError as exc:
-        raise ResultsFormatError(f"{path}: cannot read ({exc.strerror})") from None
+        raise ResultsFormatError(f"{path}: cannot read ({exc.strerror or exc})") from None
+    except (UnicodeDecodeError, EOFError, zlib.error) as exc:
+        raise ResultsFormatError(f"{path}: not a results file (not UTF-8 JSON, plain or gzipped: {exc})") from None
     try:
         doc = json.loads(text)
     except json.JSONDecodeError as exc:
@@ -245,8 +252,11 @@ def write_document(doc: Mapping[str, Any], path: Path) -> None:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(doc, indent=1, sort_keys=False) + "\n", encoding="utf-8")
-    os.replace(tmp, path)
+    try:
+        tmp.write_text(json.dumps(doc, indent=1, sort_keys=False) + "\n", encoding="utf-8")
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)  # after a failed write or replace: no stray file beside it
 
 
 
