@@ -96,3 +96,15 @@ def test_reports_read_a_gzipped_results_file_and_refuse_binary_junk_in_one_line(
     assert main(["report", str(junk)]) == 2
     err = capsys.readouterr().err
     assert "not a results file" in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
+
+
+def test_spider_schemas_without_their_rows_are_refused(pytester: pytest.Pytester, shared_data: Path) -> None:
+    """Run on empty tables, an answer that prints nothing would match every empty gold result."""
+    import shutil
+
+    copy = pytester.path / "release"
+    shutil.copytree(shared_data / "plsqlbench-spider-sample", copy, ignore=shutil.ignore_patterns("spider_dml*"))
+    result = _run(pytester, "--subset", "spider", f"--plsql-data={copy}")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*spider_ddl.jsonl is there but schema/spider/spider_dml.json*is missing*"])
+    assert "Traceback" not in result.stderr.str()

@@ -121,6 +121,13 @@ class Catalog:
         dml = release.first_existing(root, release.SPIDER_DML)
         if dml is not None:
             cat.add_spider_dml(dml)
+        elif ddl.is_file():
+            # Schemas without their rows: every task would run on empty tables, where an answer
+            # that prints nothing matches every empty gold result -- scores that mean nothing.
+            raise DataError(
+                f"{root}: {release.SPIDER_DDL} is there but {release.SPIDER_DML[0]} (the tables' rows) "
+                "is missing: copy it too, or let the plugin download the release (no --plsql-data)"
+            )
         return cat
 
     @classmethod
