@@ -152,3 +152,20 @@ def test_unreachable_dsn_is_one_error(pytester: pytest.Pytester) -> None:
                    "--plsql-model=reference", "-n", "2")
     assert result.ret == USAGE_ERROR
     assert "--plsql-dsn: cannot connect to PostgreSQL" in one_error_line(result)
+
+
+def test_a_provider_that_cannot_be_reached_stops_the_run(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    """No reply at all (here: nothing listens on the port) after the first request's retries:
+    one usage error, not every task waiting through the same retries to be left out."""
+    import socket
+
+    monkeypatch.setenv("OPENAI_API_KEY", "unused")
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    result = smoke(pytester, "--plsql-model=openai/stub", f"--plsql-api-base=http://127.0.0.1:{port}/v1",
+                   "--plsql-retries=1", "-n", "0")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    line = one_error_line(result)
+    assert "could not be reached (2 attempt(s))" in line and "--plsql-api-base" in line
+    assert "passed" not in result.stdout.str()

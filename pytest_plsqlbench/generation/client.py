@@ -22,6 +22,7 @@ import importlib.metadata
 import logging
 import os
 import random
+import socket
 import threading
 import time
 import warnings
@@ -125,9 +126,13 @@ class ProviderError(Exception):
     """The provider failed after the allowed retries (or with an error retrying cannot fix)."""
 
     def __init__(self, message: str, *, transient: bool, attempts: int, status_code: int | None = None,
-                 usage: Mapping[str, Any] | None = None, refused: bool = False, permanent: bool = False) -> None:
+                 usage: Mapping[str, Any] | None = None, refused: bool = False, permanent: bool = False,
+                 unreachable: bool = False) -> None:
         super().__init__(message)
         self.transient = transient
+        #: No reply at all: the provider could not be reached (DNS, refused connection), whatever
+        #: status litellm wrapped it in (an unreachable Anthropic comes back as a 500).
+        self.unreachable = unreachable
         #: The configuration is wrong (key, model name, request): every request will fail alike.
         self.permanent = permanent
         #: The model itself could not answer this prompt (its context window is too small, its
@@ -166,6 +171,20 @@ def parse_retry_after(headers: Mapping[str, str] | None) -> float | None:
 def _status(exc: BaseException) -> int | None:
     code = getattr(exc, "status_code", None)
     return code if isinstance(code, int) else None
+
+
+def _unreachable(exc: BaseException) -> bool:
+    """A connection that never got a reply somewhere down the exception chain (httpx's
+    ``ConnectError``/``ConnectTimeout``, a DNS failure, a refused connection)."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        names = {cls.__name__ for cls in type(current).__mro__}
+        if names & {"ConnectError", "ConnectTimeout"} or isinstance(current, (ConnectionError, socket.gaierror)):
+            return True
+        current = current.__cause__ or current.__context__
+    return False
 
 
 def _headers(exc: BaseException) -> Mapping[str, str] | None:
@@ -290,7 +309,7 @@ class ModelClient:
                     raise ProviderError(
                         message if transient else f"{message} (not retried)",
                         transient=transient, attempts=attempts, status_code=_status(exc), usage=usage,
-                        refused=refused, permanent=permanent,
+                        refused=refused, permanent=permanent, unreachable=_unreachable(exc),
                     ) from exc
                 delay = self.backoff(attempts, parse_retry_after(_headers(exc)))
                 log.info("%s: attempt %d failed (%s); retrying in %.2fs", self.model, attempts, message[:120], delay)

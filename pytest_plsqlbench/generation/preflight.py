@@ -7,9 +7,9 @@ some answer must actually be generated (a rerun from the cache imports nothing a
 
 1. litellm knows a provider for the model string (else: not an alias, not ``provider/model``);
 2. the provider's keys are in the environment (litellm's own table of which variable);
-3. the first answer the run needs is generated here, first: a refused key, an unknown model
-   or a request the provider rejects as malformed stops the run with the provider's words and
-   the fix. The answer is the run's own (cached, then used by the worker that owns the task),
+3. the first answer the run needs is generated here, first: a refused key, an unknown model,
+   a request the provider rejects as malformed, or a provider that cannot be reached at all
+   (after the request's retries) stops the run with the provider's words and the fix. The answer is the run's own (cached, then used by the worker that owns the task),
    so the check costs no extra request. It is skipped when ``-k``/``-m``/``--deselect``/
    ``--lf`` may deselect that task, so no answer is paid for a task that will not run.
 """
@@ -98,3 +98,13 @@ def preflight(
     error = service.permanent_error
     if error is not None:
         raise UsageError(f"--plsql-model={name} ({model}) cannot be called: {error}. Fix: {provider_hint(model, error)}")
+    unreachable = service.unreachable_error
+    if unreachable is not None:
+        # Every later request would wait through the same retries, and every task would be left
+        # out as infrastructure: a run that scores nothing, found only at its end.
+        where = f" at {api_base}" if api_base else ""
+        raise UsageError(
+            f"--plsql-model={name} ({model}): the provider{where} could not be reached "
+            f"({unreachable.attempts} attempt(s)): {str(unreachable).rstrip('. ')}. Fix: check the network (a proxy?), "
+            "the provider's status and --plsql-api-base; nothing was scored"
+        )

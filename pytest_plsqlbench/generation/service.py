@@ -64,6 +64,8 @@ class AnswerService:
         self.requests = 0
         #: The last error that said the configuration is wrong (key, model, request); see preflight.
         self.permanent_error: ProviderError | None = None
+        #: The last failure that never reached the provider (see :func:`.preflight.preflight`).
+        self.unreachable_error: ProviderError | None = None
 
     # ------------------------------------------------------------------ building requests
     def request(self, task: Task, turn: int, history: Sequence[Exchange], sample: int) -> Request:
@@ -190,6 +192,8 @@ class AnswerService:
                                     run_id=self.run_id, generations=generations)
                     self._store(req, record)
                     return Answer(code="", status="ok", error=str(exc), source="model", cache_key=key, usage=usage)
+                if exc.unreachable:
+                    self.unreachable_error = exc
                 log.warning("generation failed for %s after %d attempt(s): %s", req.describe(), exc.attempts, exc)
                 usage = {**runtime_info(), **exc.usage, "status": "error", "cached": False}
                 record = Record(key=key, status="error", raw=None, code=None, error=str(exc),
