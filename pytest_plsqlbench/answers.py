@@ -87,6 +87,9 @@ class AnswersFile:
                 raise UsageError(f"{where}: a second answer for {rec['task_id']} turn {turn} (first at line {first_line[key]})")
             first_line[key] = lineno
             self._by_key[key] = answer  # NUL bytes are kept: the runner scores them
+        if not self._by_key:
+            # Every task would be scored "not generated": a run of zeros, not the intent.
+            raise UsageError(f"--plsql-answers: {path} holds no answers (an empty file?)")
 
     def get(self, subset: str, task_id: str, turn: int) -> str | None:
         for key in ((subset, task_id, turn), (None, task_id, turn)):

@@ -17,6 +17,7 @@ A manifest looks like::
       leaderboard: mbpp_plus     # key in plsqlbench.github.io data/leaderboard.json `scores`
       split: test                # dev | test (for the site's overall means)
       comparable_metric: suite_pass   # which of our metrics equals the paper's figure
+      note: ...                  # optional: shown after it (e.g. "the tasks are ours")
 """
 
 from __future__ import annotations

@@ -183,6 +183,8 @@ def comparability_lines(subsets: Mapping[str, Mapping[str, Any]]) -> list[str]:
                 " (the paper's figure is all-or-nothing per task; our per-case items give true partial "
                 "credit, so our Mean Test Pass@1 is higher by design)"
             )
+        if paper.get("note"):
+            line += f" ({paper['note']})"
         lines.append(line)
     return lines
 

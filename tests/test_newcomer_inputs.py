@@ -108,3 +108,20 @@ def test_spider_schemas_without_their_rows_are_refused(pytester: pytest.Pytester
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*spider_ddl.jsonl is there but schema/spider/spider_dml.json*is missing*"])
     assert "Traceback" not in result.stderr.str()
+
+
+def test_empty_answers_and_source_files_say_so(pytester: pytest.Pytester) -> None:
+    empty = pytester.path / "empty.jsonl"
+    empty.write_text("")
+    answers = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--subset", "smoke", f"--plsql-answers={empty}")
+    assert answers.ret == pytest.ExitCode.USAGE_ERROR
+    answers.stderr.fnmatch_lines([f"*--plsql-answers: {empty} holds no answers (an empty file?)*"])
+    source = _run(pytester, "--subset", "mbpp-plus", f"--plsql-source=mbppplus={empty}", "--collect-only")
+    assert source.ret == pytest.ExitCode.USAGE_ERROR
+    source.stderr.fnmatch_lines([f"*{empty}: no records (an empty file?)*"])
+
+
+def test_a_misspelt_reference_model_is_suggested(pytester: pytest.Pytester) -> None:
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--subset", "smoke", "--plsql-model=referense")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*Did you mean reference*"])

@@ -63,10 +63,12 @@ def register(subparsers: Any) -> None:
         help="replay-validate converted tasks, or check a Spider subset's gold SQL, on a real database",
         description="With FILE (from plsqlbench convert): install each task's replay function and run "
         "its unit tests against it. With --subset spider (or spider2-st / spider2-mt): report how many "
-        "gold queries transpile to the dialect and run on the data given with --plsql-data.",
+        "gold queries transpile to the dialect and run on the data given with --plsql-data. With a "
+        "ProcArena subset (procarena-sample ...): check each task's gold and calls.",
     )
     val.add_argument("file", type=Path, nargs="?", help="output of plsqlbench convert")
-    val.add_argument("--subset", help="a schema-grounded subset to check instead of FILE (spider, spider2-st, spider2-mt)")
+    val.add_argument("--subset", help="a subset to check instead of FILE: spider, spider2-st, spider2-mt, or a ProcArena subset "
+                     "(procarena-sample, procarena-sample-interactive)")
     val.add_argument(
         "--plsql-dialect",
         choices=DIALECTS,

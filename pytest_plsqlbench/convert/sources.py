@@ -61,6 +61,8 @@ def _records(
                 numbered.append((lineno, json.loads(line)))
             except json.JSONDecodeError as exc:
                 raise DataError(f"{path}:{lineno}: not valid JSON ({exc.msg})") from None
+    if not numbered:
+        raise DataError(f"{path}: no records (an empty file?)")
     for n, (lineno, rec) in enumerate(numbered, 1):
         where = f"{path}:{lineno}" if lineno else f"{path}: record {n}"
         if not isinstance(rec, dict):

@@ -37,7 +37,7 @@ def check_model(name: str, model: str, api_base: str | None, overrides: Mapping[
     try:
         provider = litellm.get_llm_provider(model=model, api_base=api_base)[1]
     except Exception:  # noqa: BLE001 - litellm raises BadRequestError ("LLM Provider NOT provided")
-        close = difflib.get_close_matches(name, list(known), n=3)
+        close = difflib.get_close_matches(name, [*known, "reference"], n=3)
         hint = f" Did you mean {' or '.join(close)}?" if close else ""
         raise UsageError(
             f"--plsql-model={name}: not a model litellm can call. Give an alias "
