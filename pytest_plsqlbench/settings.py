@@ -227,11 +227,33 @@ def add_options(parser: pytest.Parser) -> None:
     )
 
 
+#: Options whose values are paths (``source``: ``NAME=PATH``).
+PATH_OPTIONS = frozenset({"data", "source", "tasks", "data-cache", "answers", "cache", "results"})
+
+
+def _from_ini_file(config: pytest.Config, opt: Opt, value: Any) -> Any:
+    """A relative path in the ini file is relative to that file (as pytest's own ``paths`` keys
+    are), not to wherever pytest is started: the same file then works from a subfolder."""
+    inipath = getattr(config, "inipath", None)
+    if opt.name not in PATH_OPTIONS or inipath is None:
+        return value
+    base = Path(inipath).parent
+
+    def anchored(text: str) -> str:
+        if opt.name == "source" and "=" in text:
+            name, _, path = text.partition("=")
+            return f"{name}={anchored(path.strip())}" if path.strip() else text
+        path = Path(text.strip()).expanduser()
+        return str(path if path.is_absolute() else base / path)
+
+    return [anchored(v) for v in value] if isinstance(value, list) else anchored(str(value))
+
+
 def _raw(config: pytest.Config, opt: Opt) -> Any:
     value = config.getoption(opt.dest, None)
     if value is None or value == []:
         ini = config.getini(opt.dest)
-        value = ini if ini not in (None, "", []) else None
+        value = _from_ini_file(config, opt, ini) if ini not in (None, "", []) else None
     if value is None and opt.env:
         value = os.environ.get(opt.env) or None
     if value is None:

@@ -125,3 +125,17 @@ def test_a_misspelt_reference_model_is_suggested(pytester: pytest.Pytester) -> N
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--subset", "smoke", "--plsql-model=referense")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*Did you mean reference*"])
+
+
+def test_relative_paths_in_the_ini_file_are_relative_to_it(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    import sys
+
+    pytester.makeini("[pytest]\nplsql_results = out/results.json\nplsql_cache = answers-cache\n")
+    sub = pytester.path / "sub"
+    sub.mkdir()
+    monkeypatch.chdir(sub)
+    result = pytester.run(sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--subset", "smoke",
+                          "--plsql-model=reference", "-q", "-k", "initials")
+    assert result.ret == 0, result.stdout.str()[-2000:]
+    assert (pytester.path / "out" / "results.json").is_file()
+    assert not (sub / "out").exists()
