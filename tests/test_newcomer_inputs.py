@@ -139,3 +139,24 @@ def test_relative_paths_in_the_ini_file_are_relative_to_it(pytester: pytest.Pyte
     assert result.ret == 0, result.stdout.str()[-2000:]
     assert (pytester.path / "out" / "results.json").is_file()
     assert not (sub / "out").exists()
+
+
+def test_data_given_at_the_wrong_level_or_to_the_wrong_subset_names_the_fix(
+    pytester: pytest.Pytester, shared_data: Path, mbppplus_file: Path, mbpp_sanitized_file: Path
+) -> None:
+    parent = pytester.path / "downloads"
+    parent.mkdir()
+    (parent / "plsqlbench").symlink_to(shared_data / "plsqlbench-sample")
+    cases = [
+        (("--subset", "mbpp", f"--plsql-data={parent}"), f"*the release root looks like {parent / 'plsqlbench'}*"),
+        (("--subset", "mbpp", f"--plsql-data={shared_data / 'plsqlbench-sample' / 'datasets'}"),
+         f"*the release root looks like {shared_data / 'plsqlbench-sample'}*"),
+        (("--subset", "mbpp", f"--plsql-data={mbppplus_file}"), "*this looks like MBPP+ (evalplus)*--subset mbpp-plus*"),
+        (("--subset", "mbpp-plus", f"--plsql-source=mbppplus={mbpp_sanitized_file}"),
+         "*this looks like sanitized MBPP*--subset mbpp-sanitized*"),
+    ]
+    for args, line in cases:
+        result = _run(pytester, *args, "--collect-only")
+        assert result.ret == pytest.ExitCode.USAGE_ERROR, args
+        result.stderr.fnmatch_lines([line])
+        assert "Traceback" not in result.stderr.str()

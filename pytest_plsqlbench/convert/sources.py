@@ -71,12 +71,29 @@ def _records(
             alternatives = name.split("|")
             present = [a for a in alternatives if a in rec]
             if not present:
-                raise DataError(f"{where}: missing field {alternatives[0]!r}")
+                raise DataError(f"{where}: missing field {alternatives[0]!r}{_other_source_hint(rec, required)}")
             if not isinstance(rec[present[0]], kind):
                 raise DataError(
                     f"{where}: field {present[0]!r} has the wrong type ({type(rec[present[0]]).__name__})"
+                    f"{_other_source_hint(rec, required)}"
                 )
         yield lineno, rec
+
+
+#: A field only one source has -> what to run it with, for a file given to the wrong subset.
+_SOURCE_MARKS = (
+    ("plus_input", "MBPP+ (evalplus): run it with --subset mbpp-plus --plsql-source=mbppplus=FILE"),
+    ("test_list", "sanitized MBPP: run it with --subset mbpp-sanitized --plsql-source=mbpp-sanitized=FILE"),
+    ("entry_point_py", "PLSQLBench's MBPP-PLSQL: run it with --subset mbpp --plsql-data=RELEASE_ROOT (or the file)"),
+)
+
+
+def _other_source_hint(rec: dict[str, Any], required: dict[str, Any]) -> str:
+    wanted = {alt for name in required for alt in name.split("|")}
+    for field_name, what in _SOURCE_MARKS:
+        if field_name in rec and field_name not in wanted:  # not the source being read
+            return f" (this looks like {what})"
+    return ""
 
 
 def _pick(rec: dict[str, Any], name: str) -> Any:

@@ -286,12 +286,26 @@ def input_file(manifest: Manifest, settings: Settings) -> Path:
     """The file to convert: the resolved data source (PLSQLBench: inside the release root)."""
     from ..convert.sources import plsqlbench_file
 
-    path = datasources.resolve(manifest, settings.data)
-    if manifest.loader == "plsqlbench-mbpp":
-        path = plsqlbench_file(path)
+    given = datasources.resolve(manifest, settings.data)
+    path = plsqlbench_file(given) if manifest.loader == "plsqlbench-mbpp" else given
     if not path.is_file():
-        raise DataError(f"subset {manifest.name!r}: {path} is not a file")
+        raise DataError(f"subset {manifest.name!r}: {path} is not a file{_release_hint(given)}")
     return path
+
+
+def _release_hint(given: Path) -> str:
+    """Where the release root probably is, when a folder above or below it was given."""
+    from ..convert.sources import PLSQLBENCH_FILE
+
+    if not given.is_dir():
+        return ""
+    below = sorted(p.parent.parent.parent for p in given.glob(f"*/{PLSQLBENCH_FILE}"))
+    if below:
+        return f" (the release root looks like {below[0]}: give --plsql-data={below[0]})"
+    for parent in given.parents:
+        if (parent / PLSQLBENCH_FILE).is_file():
+            return f" (the release root looks like {parent}: give --plsql-data={parent})"
+    return " (--plsql-data names the release's root folder, the one holding datasets/)"
 
 
 KEEP_HELP = (
