@@ -481,10 +481,12 @@ def test_a_slow_degraded_input_does_not_spend_a_right_answers_budget(
     from pytest_plsqlbench.procarena import loader
 
     spec = _spec(b2_task)
-    sleepy = spec.b2.degraded + "\nSELECT pg_sleep(CASE WHEN (SELECT count(*) FROM clinic.patients) > 100 THEN 1.2 ELSE 0 END);"
+    sleepy = spec.b2.degraded + "\nSELECT pg_sleep(CASE WHEN (SELECT count(*) FROM clinic.patients) > 100 THEN 2.5 ELSE 0 END);"
     slow = dataclasses.replace(spec, b2=dataclasses.replace(spec.b2, degraded=sleepy))
     monkeypatch.setattr(loader, "spec_of", lambda task: slow)
-    perf = _perf(backend, b2_task, spec.gold, task_timeout=4.0)[-1]  # 4 runs of the baseline: 4.8 s
+    # 4 runs of the baseline: 10 s, past the budget; the answer's own runs stay well inside it,
+    # even on a loaded machine.
+    perf = _perf(backend, b2_task, spec.gold, task_timeout=8.0)[-1]
     assert perf.passed and perf.extra["b2"]["admitted"] and perf.extra["b2"].get("acceleration"), perf.extra["b2"]
 
 
