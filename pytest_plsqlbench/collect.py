@@ -106,8 +106,13 @@ class Harness:
         return self.episode(task, sample).answers
 
     def close(self) -> None:
-        if self._lookahead is not None:
-            self._lookahead.drain()  # before the backend goes: a job may still be using it
+        try:
+            if self._lookahead is not None:
+                self._lookahead.drain()  # before the backend goes: a job may still be using it
+        finally:
+            self._stop_backend()
+
+    def _stop_backend(self) -> None:
         if self.backend is not None:
             try:
                 self.backend.stop()

@@ -71,8 +71,9 @@ def eligible(node: "TaskNode") -> bool:
 
 
 def enabled_for(config: pytest.Config) -> bool:
-    """Only a process that runs every item itself in ``session.items`` order: no xdist, and a
-    run that calls the items (not ``--setup-only``/``--setup-plan``/``--collect-only``)."""
+    """Only a process that runs every item itself in ``session.items`` order: no xdist, a run
+    that calls the items (not ``--setup-only``/``--setup-plan``/``--collect-only``), and no
+    per-test timeout."""
     option = config.option
     return (
         getattr(config, "workerinput", None) is None
@@ -80,21 +81,41 @@ def enabled_for(config: pytest.Config) -> bool:
         and not getattr(option, "setuponly", False)
         and not getattr(option, "setupplan", False)
         and not getattr(option, "collectonly", False)
+        # A per-test timeout (pytest-timeout) times each item; a block does a task's work in one
+        # item's setup, or on a thread no signal reaches.
+        and not _per_test_timeout(config)
     )
+
+
+def _per_test_timeout(config: pytest.Config) -> bool:
+    value = getattr(config.option, "timeout", None)
+    if value is None:
+        try:
+            value = config.getini("timeout")
+        except (ValueError, KeyError):
+            value = None
+    try:
+        return float(value or 0) > 0
+    except (TypeError, ValueError):
+        return False
 
 
 def blocks_of(items: Sequence[Any]) -> list[Block]:
     from .collect import PlsqlItem
 
     blocks: list[Block] = []
+    last = None
     for item in items:
         if not isinstance(item, PlsqlItem):
+            last = None  # pytest tears the task down before a plain test: a new block after it
             continue
         node = item.task_node
-        if blocks and blocks[-1].node is node:
+        if last is node:
             blocks[-1].items.append(item)
         else:
-            blocks.append(Block(node, [item], eligible(node)))
+            # A task pytest will skip before setting it up (a skip mark) is not run ahead.
+            blocks.append(Block(node, [item], eligible(node) and item.get_closest_marker("skip") is None))
+        last = node
     return blocks
 
 
@@ -113,20 +134,28 @@ class Lookahead:
         """Set ``node`` up from its block (running it now if no job did); False: set it up as usual."""
         if not self.active:
             return False
-        block = self.blocks[self.pos] if self.pos < len(self.blocks) else None
-        if block is None or block.node is not node:
+        found = self._find(node)
+        if found is None:
             log.info("look-ahead off: task %s was set up out of the collected order", node.nodeid)
             self.drain()
             return False
-        self.pos += 1
+        self._skip_to(found)
+        block = self.blocks[found]
+        self.pos = found + 1
         self._by_node[id(node)] = block
         if not block.eligible:
             return False
-        if block.queued:
-            block.ready.wait()
-            block.claimed = True
-        else:
-            self._prepare(block)
+        try:
+            if block.queued:
+                block.ready.wait()
+                block.claimed = True
+            else:
+                self._prepare(block)
+        except BaseException:
+            # Interrupted while the thread may still be in this block (Ctrl-C, a signal handler
+            # that raises): it must be done before pytest ends the task's run on this thread.
+            self.drain()
+            raise
         self._launch_next(block)
         if block.setup_error is not None:
             raise block.setup_error
@@ -158,6 +187,34 @@ class Lookahead:
         if block.finish_error is not None:
             raise block.finish_error
 
+    def _find(self, node: "TaskNode") -> int | None:
+        """The block pytest sets up now: the next one, or a later one when pytest skipped those
+        in between before setting their nodes up (a task the data cannot run, a skip mark)."""
+        for index in range(self.pos, len(self.blocks)):
+            if self.blocks[index].node is node:
+                return index
+        return None
+
+    def _skip_to(self, index: int) -> None:
+        """Blocks before ``index`` that pytest never set up: a job may have run one of them
+        already; wait for it and end that run, as if it had never started."""
+        skipped = self.blocks[self.pos : index]
+        if not skipped:
+            return
+        self.wait()
+        for block in skipped:
+            self._end_unused(block)
+
+    def _end_unused(self, block: Block) -> None:
+        if block.ready.is_set() and not block.claimed and block.node.run is not None:
+            try:
+                block.node.run.finish()
+            except Exception as exc:  # noqa: BLE001 - the task was not run: say so, go on
+                log.warning("look-ahead: ending the unused run of %s failed: %s", block.node.nodeid, exc)
+            finally:
+                block.node.run = None
+                block.outcomes = {}
+
     # ------------------------------------------------------------------ the work
     def _prepare(self, block: Block) -> None:
         """The block's setup and every item's outcome, in the order pytest asks for them."""
@@ -177,9 +234,7 @@ class Lookahead:
                     return
                 try:
                     block.outcomes[item.nodeid] = run.run_test(item.turn.index, item.test)
-                except BaseException as exc:  # noqa: BLE001 - raised again in the item's call
-                    if _passes_through(exc):
-                        raise
+                except Exception as exc:  # noqa: BLE001 - raised again in the item's call
                     block.outcomes[item.nodeid] = exc
         finally:
             block.ready.set()
@@ -225,10 +280,4 @@ class Lookahead:
         self._cancel.set()
         self.wait()
         for block in self.blocks[self.pos :]:
-            if block.ready.is_set() and not block.claimed and block.node.run is not None:
-                try:
-                    block.node.run.finish()
-                except Exception as exc:  # noqa: BLE001 - the session is ending; say so, go on
-                    log.warning("look-ahead: ending the unused run of %s failed: %s", block.node.nodeid, exc)
-                finally:
-                    block.node.run = None
+            self._end_unused(block)

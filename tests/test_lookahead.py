@@ -174,3 +174,105 @@ def test_a_setup_error_met_ahead_is_raised_by_the_task_it_belongs_to(
     for result in (ahead, inline):
         result.stdout.fnmatch_lines(["*3 skipped*"])
         assert "Traceback" not in result.stdout.str() + result.stderr.str()
+
+
+SKIP_AND_PLAIN_CONFTEST = """
+import pytest
+
+def pytest_collection_modifyitems(items):
+    for item in items:
+        if "/t2_b/" in item.nodeid:
+            item.add_marker(pytest.mark.skip(reason="skipped on purpose"))
+    plain = [i for i in items if "test_plain" in i.nodeid]
+    rest = [i for i in items if i not in plain]
+    at = next(n for n, i in enumerate(rest) if "/t4_c/" in i.nodeid) + 1
+    items[:] = rest[:at] + plain + rest[at:]  # a plain test between t4_c's first and second items
+""" + THREADS_CONFTEST
+
+
+def test_skipped_tasks_and_plain_tests_in_between_keep_it_on_and_the_records_the_same(
+    pytester: pytest.Pytester, tasks: Path, answers: Path
+) -> None:
+    """A task pytest skips before setting it up (a skip mark, a task the data cannot run) and a
+    plain test between one task's items do not turn the look-ahead off, and change no record."""
+    pytester.makeconftest(SKIP_AND_PLAIN_CONFTEST)
+    pytester.makepyfile(test_plain="def test_plain():\n    assert True\n")
+    ahead, doc_ahead = _run(pytester, tasks, answers, "test_plain.py")
+    threads_ahead = json.loads((pytester.path / "threads.json").read_text())
+    _, doc_inline = _run(pytester, tasks, answers, "test_plain.py", "--plsql-no-lookahead")
+    assert _outcomes(doc_ahead) == _outcomes(doc_inline)
+    assert {t["failure_class"] for task in doc_ahead["tasks"] if task["task_id"] == "t2_b" for t in task["tests"]} == {"skipped"}
+    ran = {}
+    for task_id, test_id, thread in threads_ahead:
+        ran.setdefault(task_id, []).append((test_id, thread))
+    assert "t2_b" not in ran  # skipped: never run ahead
+    # t4_c is split by the plain test: two blocks, each run once; t5_d still runs ahead.
+    assert [test for test, _ in ran["t4_c"]] == ["case-1", "case-2", "case-3"]
+    assert {thread for _, thread in ran["t5_d"]} == {"plsqlbench-lookahead"}
+    assert "Traceback" not in ahead.stdout.str() + ahead.stderr.str()
+
+
+def test_a_per_test_timeout_turns_it_off(pytester: pytest.Pytester, tasks: Path, answers: Path) -> None:
+    """pytest-timeout times each item; a block does a whole task's work in one item's setup or
+    on a thread no signal reaches, so with ``--timeout`` every task runs in its own items."""
+    pytester.makeconftest(THREADS_CONFTEST)
+    _run(pytester, tasks, answers, "--timeout=120")
+    threads = json.loads((pytester.path / "threads.json").read_text())
+    assert {thread for _, _, thread in threads} == {"MainThread"}
+
+
+#: Raises in the main thread while it waits for t2_b, whose answer is still running on the
+#: thread (its tests sleep): what Ctrl-C or a raising signal handler does there.
+INTERRUPT_CONFTEST = '''
+import threading, time
+import pytest_plsqlbench.lookahead as lookahead
+
+class Interrupted(Exception):
+    pass
+
+_setup = lookahead.Lookahead.setup
+
+def setup(self, node):
+    if node.name == "t2_b":
+        block = next(b for b in self.blocks if b.node is node)
+        class Raising(threading.Event):
+            def wait(self, timeout=None):
+                time.sleep(0.3)
+                raise Interrupted("interrupted while waiting")
+        ready = block.ready
+        block.ready = Raising()
+        if ready.is_set():
+            block.ready.set()
+    return _setup(self, node)
+
+lookahead.Lookahead.setup = setup
+''' + THREADS_CONFTEST.replace("SEEN.append([self.task.id, test.id, threading.current_thread().name])",
+                               "SEEN.append([self.task.id, test.id, threading.current_thread().name, 'start'])\n"
+                               "    try:\n        return _run_test(self, turn_index, test)\n"
+                               "    finally:\n        SEEN.append([self.task.id, test.id, threading.current_thread().name, 'end'])")
+
+
+def test_an_interrupt_while_waiting_for_the_thread_never_shares_the_connection(
+    pytester: pytest.Pytester, tasks: Path
+) -> None:
+    pytester.makeconftest(INTERRUPT_CONFTEST)
+    slow = ("CREATE FUNCTION double_it(x integer) RETURNS integer LANGUAGE plpgsql AS $$ BEGIN "
+            "PERFORM pg_sleep(0.4); RETURN x * 2; END $$;")
+    answers = write_answers(pytester.path / "slow.jsonl", [
+        {"task_id": "t1_a", "answer": DOUBLE_REF_PG}, {"task_id": "t2_b", "answer": slow},
+        {"task_id": "t4_c", "answer": DOUBLE_REF_PG}])
+    result, doc = _run(pytester, tasks, answers, "-k", "t1_a or t2_b or t4_c")
+    assert "Traceback" not in result.stderr.str()
+    events = json.loads((pytester.path / "threads.json").read_text())
+    # Never two threads inside run_test at once: every start is followed by its own end.
+    running = None
+    for task_id, test_id, thread, what in events:
+        if what == "start":
+            assert running is None, f"{task_id}/{test_id} on {thread} while {running} runs"
+            running = (task_id, test_id, thread)
+        else:
+            assert running == (task_id, test_id, thread)
+            running = None
+    got = _outcomes(doc)
+    assert got["t4_c/t1/case-3"][:2] == [True, "passed"]
+    assert all(not v[0] for k, v in got.items() if k.startswith("t2_b/"))  # its setup was interrupted
