@@ -180,9 +180,10 @@ class TaskNode(pytest.Collector):
             if ahead is not None:
                 ahead.teardown(self)
         finally:
-            self._finish()
+            self.finish_run()
 
-    def _finish(self) -> None:
+    def finish_run(self) -> None:
+        """End the task's run (its scope rolled back), once."""
         if self.run is not None:
             try:
                 self.run.finish()

@@ -14,8 +14,10 @@ order), one block at a time. A stored exception is raised where pytest would hav
 Only ``assert`` tasks (MBPP-style) take part: their tests are judged by the server alone, so a
 thread sharing the interpreter with pytest's reporting cannot change a verdict. Tasks judged
 by client-side timing (ProcArena B2) or by other judges run as before. The order comes from
-``session.items`` once; if pytest asks for a task out of that order (a plugin reordering at run
-time), the look-ahead drains and stops for the rest of the session.
+``session.items`` once. Tasks pytest skips before setting them up are stepped over (a run a
+job already started for one is ended unused); if pytest asks for a task out of that order (a
+plugin reordering at run time), or an interrupt reaches the main thread while it waits for the
+thread, the look-ahead drains and stops for the rest of the session.
 """
 
 from __future__ import annotations
@@ -206,14 +208,12 @@ class Lookahead:
             self._end_unused(block)
 
     def _end_unused(self, block: Block) -> None:
-        if block.ready.is_set() and not block.claimed and block.node.run is not None:
+        if block.ready.is_set() and not block.claimed:
+            block.outcomes = {}
             try:
-                block.node.run.finish()
+                block.node.finish_run()
             except Exception as exc:  # noqa: BLE001 - the task was not run: say so, go on
                 log.warning("look-ahead: ending the unused run of %s failed: %s", block.node.nodeid, exc)
-            finally:
-                block.node.run = None
-                block.outcomes = {}
 
     # ------------------------------------------------------------------ the work
     def _prepare(self, block: Block) -> None:

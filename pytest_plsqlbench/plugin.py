@@ -22,7 +22,7 @@ from .errors import PlsqlBenchError, UsageError
 from .manifests import Manifest, discover, run_dialect
 from .results import ResultsCollector
 from .records import ItemRecord
-from .settings import Settings, add_options, dialect_given
+from .settings import Settings, add_options, dialect_given, source_variable
 from .state import SETTINGS_KEY, get_settings, is_active, worker_count, worker_id
 from .summary import summary_lines
 from .tasks import Task
@@ -125,7 +125,7 @@ def _check_source_names(config: pytest.Config, known: dict[str, Manifest], setti
             f"--plsql-source: no subset's manifest has a data source named {', '.join(hints)}; "
             f"the sources are: {', '.join(names)} (names, not subsets: see 'plsqlbench subsets')"
         )
-    expected = {"PLSQLBENCH_SOURCE_" + n.upper().replace("-", "_") for n in names}
+    expected = {source_variable(n) for n in names}
     for var in sorted(os.environ):
         if var.upper().startswith("PLSQLBENCH_SOURCE_") and var not in expected:
             config.issue_config_time_warning(

@@ -241,8 +241,8 @@ def _from_ini_file(config: pytest.Config, opt: Opt, value: Any) -> Any:
 
     def anchored(text: str) -> str:
         if opt.name == "source" and "=" in text:
-            name, _, path = text.partition("=")
-            return f"{name}={anchored(path.strip())}" if path.strip() else text
+            name, _, where = text.partition("=")
+            return f"{name}={anchored(where.strip())}" if where.strip() else text
         path = Path(text.strip()).expanduser()
         return str(path if path.is_absolute() else base / path)
 
@@ -598,7 +598,12 @@ def oracle_environment(environ: Mapping[str, str] | None = None) -> OracleEnviro
 def source_from_environment(name: str, environ: Mapping[str, str] | None = None) -> str | None:
     """``PLSQLBENCH_SOURCE_<NAME>``: a local copy of the data source ``name`` of a manifest."""
     env = os.environ if environ is None else environ
-    return env.get("PLSQLBENCH_SOURCE_" + name.upper().replace("-", "_")) or None
+    return env.get(source_variable(name)) or None
+
+
+def source_variable(name: str) -> str:
+    """The environment variable for data source ``name``: upper case, ``-`` as ``_``."""
+    return "PLSQLBENCH_SOURCE_" + name.upper().replace("-", "_")
 
 
 @dataclass(frozen=True)

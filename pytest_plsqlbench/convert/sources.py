@@ -10,16 +10,15 @@ claims to be. Records that are well-formed but cannot be converted become task p
 from __future__ import annotations
 
 import ast
-import gzip
 import json
 import logging
-import zlib
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 from ..errors import DataError
+from ..textfiles import read_text
 from . import evalplus
 from .assertions import ParsedAssertion, assertions_in, called_function, parse_one, parse_python
 from .model import Oversized, SourceCase, SourceTask
@@ -38,12 +37,9 @@ def _records(
     """(line number, record) for a JSON Lines file or a JSON array file, plain or gzipped
     (evalplus publishes ``MbppPlus.jsonl.gz``), with or without a UTF-8 byte order mark."""
     try:
-        raw = path.read_bytes()
-        if raw[:2] == b"\x1f\x8b":
-            raw = gzip.decompress(raw)
-        text = raw.decode("utf-8-sig")
-    except (OSError, EOFError, zlib.error) as exc:
-        raise DataError(f"{path}: cannot read ({getattr(exc, 'strerror', None) or exc})") from None
+        text = read_text(path)
+    except OSError as exc:
+        raise DataError(f"{path}: cannot read ({exc.strerror or exc})") from None
     except UnicodeDecodeError as exc:
         raise DataError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
     if text.lstrip().startswith("["):

@@ -9,8 +9,9 @@ some answer must actually be generated (a rerun from the cache imports nothing a
 2. the provider's keys are in the environment (litellm's own table of which variable);
 3. the first answer the run needs is generated here, first: a refused key, an unknown model,
    a request the provider rejects as malformed, or a provider that cannot be reached at all
-   (after the request's retries) stops the run with the provider's words and the fix. The answer is the run's own (cached, then used by the worker that owns the task),
-   so the check costs no extra request. It is skipped when ``-k``/``-m``/``--deselect``/
+   (after the request's retries) stops the run with the provider's words and the fix. The
+   answer is the run's own (cached, then used by the worker that owns the task), so the check
+   costs no extra request. It is skipped when ``-k``/``-m``/``--deselect``/
    ``--lf`` may deselect that task, so no answer is paid for a task that will not run.
 """
 

@@ -7,11 +7,9 @@ wrong; :class:`ResultsDocument` is a typed view of a checked document.
 
 from __future__ import annotations
 
-import gzip
 import json
 import os
 import re
-import zlib
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,6 +18,7 @@ from typing import Any
 from .. import __version__
 from ..errors import UsageError
 from ..outcomes import PASSED
+from ..textfiles import read_text
 
 RESULTS_FORMAT = "pytest-plsqlbench/results"
 #: 2: samples are scored as one task (pass@k), bootstrap CIs, analysis-unit failure counts,
@@ -158,13 +157,10 @@ def _check_task(task: Any, index: int, source: str) -> None:
 def read_document(path: Path) -> dict[str, Any]:
     """Read and check a results file (one error message for every way it can be wrong)."""
     try:
-        raw = Path(path).read_bytes()
-        if raw[:2] == b"\x1f\x8b":  # gzipped, as results files are often kept
-            raw = gzip.decompress(raw)
-        text = raw.decode("utf-8-sig")
+        text = read_text(path)
     except OSError as exc:
         raise ResultsFormatError(f"{path}: cannot read ({exc.strerror or exc})") from None
-    except (UnicodeDecodeError, EOFError, zlib.error) as exc:
+    except UnicodeDecodeError as exc:
         raise ResultsFormatError(f"{path}: not a results file (not UTF-8 JSON, plain or gzipped: {exc})") from None
     try:
         doc = json.loads(text)
