@@ -153,7 +153,7 @@ def test_a_sequence_the_answer_can_advance_keeps_its_tests_apart(backend: Postgr
 
 
 #: An answer that looks everywhere a PostgreSQL function can see what called it -- the session's
-#: current query, its row in pg_stat_activity, PG_CONTEXT, an exception's context -- for its own
+#: current query, its row in pg_stat_activity, its open portals and prepared statements, PG_CONTEXT, an exception's context -- for its own
 #: call and the number the test compares it with, and returns that number; x + 100 otherwise.
 PEEK = r"""
 DECLARE t text := ''; part text; m text[];
@@ -162,6 +162,25 @@ BEGIN
   BEGIN
     t := t || coalesce((SELECT pg_catalog.string_agg(a.query, ' ') FROM pg_catalog.pg_stat_activity a
                         WHERE a.pid = pg_catalog.pg_backend_pid()), '');
+  EXCEPTION WHEN others THEN NULL;
+  END;
+  -- The open portals of the session (the unnamed one runs the test's block) and its prepared
+  -- statements, by view and by the functions under them.
+  BEGIN
+    t := t || coalesce((SELECT pg_catalog.string_agg(c.statement, ' ') FROM pg_catalog.pg_cursors c), '');
+  EXCEPTION WHEN others THEN NULL;
+  END;
+  BEGIN
+    t := t || coalesce((SELECT pg_catalog.string_agg(c.statement, ' ') FROM pg_catalog.pg_cursor() c), '');
+  EXCEPTION WHEN others THEN NULL;
+  END;
+  BEGIN
+    t := t || coalesce((SELECT pg_catalog.string_agg(s.statement, ' ') FROM pg_catalog.pg_prepared_statements s), '');
+  EXCEPTION WHEN others THEN NULL;
+  END;
+  BEGIN
+    t := t || coalesce((SELECT pg_catalog.string_agg(s.statement, ' ')
+                        FROM pg_catalog.pg_prepared_statement() s), '');
   EXCEPTION WHEN others THEN NULL;
   END;
   GET DIAGNOSTICS part = PG_CONTEXT;

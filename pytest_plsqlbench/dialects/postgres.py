@@ -108,9 +108,12 @@ PINNED_SETTINGS = {
 _REPORTED_PINS = ("client_encoding", "standard_conforming_strings")
 #: Functions PUBLIC may run by default but answers must not: ending its own session would pass
 #: an answer's failure off as the harness's; the text of the statement running (the test that
-#: called the answer, expected values and all) would let an answer return what a test expects.
+#: called the answer, expected values and all) would let an answer return what a test expects --
+#: and the session shows it in more than one place: its activity, its open portals (the unnamed
+#: portal running the test's block, a cursor the harness streams through) and its prepared
+#: statements.
 _REVOKED_FUNCTIONS = ("pg_terminate_backend", "current_query", "pg_stat_get_activity",
-                      "pg_stat_get_backend_activity")
+                      "pg_stat_get_backend_activity", "pg_cursor", "pg_prepared_statement")
 #: The cumulative statistics of a table, index or function (``pg_stat_get_tuples_updated(oid)``
 #: ...; the ``pg_stat_*_tables`` views read them): a ProcArena candidate's scope, run after gold's
 #: on the same database, would read how many rows gold wrote in each table. The backend's own
@@ -119,7 +122,7 @@ _REVOKED_FUNCTIONS = ("pg_terminate_backend", "current_query", "pg_stat_get_acti
 _CUMULATIVE_STATS = (r"(p.proname LIKE 'pg\_stat\_get\_%%' AND p.proname NOT LIKE 'pg\_stat\_get\_xact\_%%' "
                      "AND p.pronargs = 1 AND p.proargtypes[0] = 'oid'::regtype)")  # %%: a query with parameters
 #: Views over those functions, closed too (a view's functions run with the view owner's rights).
-_REVOKED_VIEWS = ("pg_stat_activity",)
+_REVOKED_VIEWS = ("pg_stat_activity", "pg_cursors", "pg_prepared_statements")
 #: Disk a candidate's temporary files may use (sorts, hashes, temp tables spilling).
 TEMP_FILE_LIMIT = "1GB"
 #: A COPY that would switch the connection into the COPY sub-protocol.
