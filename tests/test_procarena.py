@@ -287,6 +287,31 @@ def test_hostile_answers_earn_nothing(backend: object, prefix: str) -> None:
     assert all(o.passed for o in evaluate(backend, task, spec_of(task).gold))  # type: ignore[arg-type]
 
 
+#: A table of the answer's own that the snapshot cannot read (forced row-level security, read
+#: with ``row_security = off``), and ``exit_on_error`` (its name split past the safety check),
+#: which would make that read's error end the session: set by the install, or by the procedure
+#: during each call.
+UNREADABLE = ("CREATE TABLE answers.zz_note(x int);\nALTER TABLE answers.zz_note ENABLE ROW LEVEL SECURITY;\n"
+              "ALTER TABLE answers.zz_note FORCE ROW LEVEL SECURITY;\nCREATE POLICY zz_p ON answers.zz_note USING (true);\n")
+EXIT_ON_ERROR = "PERFORM pg_catalog.set_config('exit' || '_on_error', 'on', false);"
+
+
+@pytest.mark.parametrize("where", ["install", "call", "none"])
+def test_settings_an_answer_leaves_cannot_turn_its_failure_into_the_harnesss(backend: object, where: str) -> None:
+    (task,) = _mini_tasks()
+    body = EXIT_ON_ERROR if where == "call" else "NULL;"
+    install = "DO $d$ BEGIN " + EXIT_ON_ERROR + " END $d$;\n" if where == "install" else ""
+    wrong = UNREADABLE + install + (
+        "CREATE OR REPLACE PROCEDURE move_money(p_from integer, p_to integer, p_amount numeric, p_day date) "
+        f"LANGUAGE plpgsql AS $$ BEGIN {body} END $$;\n")
+    got = evaluate(backend, task, wrong)  # type: ignore[arg-type]
+    assert not any(o.passed for o in got)
+    # The answer's failure, counted in the metrics -- not the harness's, which would drop the task.
+    assert {o.failure_class for o in got} == {outcomes.WRONG_OUTPUT}, [(o.failure_class, o.message) for o in got]
+    assert "answers.zz_note" in got[0].message
+    assert all(o.passed for o in evaluate(backend, task, spec_of(task).gold))  # type: ignore[arg-type]
+
+
 def test_search_path_games_do_not_redirect_the_snapshot(backend: object) -> None:
     (task,) = _mini_tasks()
     gold = spec_of(task).gold

@@ -102,6 +102,9 @@ PINNED_SETTINGS = {
     "array_nulls": "on",
     "row_security": "on",
     "idle_session_timeout": "0",
+    # Every error a FATAL: the harness's own expected errors (a table the snapshot cannot read)
+    # would end the session, and the answer's failure would read as the harness's.
+    "exit_on_error": "off",
 }
 #: Reported by the server after every change (GUC_REPORT) and read by the harness's lexer and
 #: driver: restored at once after any statement that changes them.
