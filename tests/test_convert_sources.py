@@ -330,3 +330,97 @@ def test_an_output_too_large_for_a_test_is_not_kept(tmp_path):
     assert [(d.case_id, d.reason, d.detail) for d in typed.dropped] == [
         ("base-003", "too-large", "60007 characters of Python literals (limit 20000)")
     ]
+
+
+def _encode_slow(value, depth=0):
+    """encode as defined element by element (the oracle for its fast paths)."""
+    from pytest_plsqlbench.convert._child import encode
+
+    if depth > 200:
+        raise ValueError("value nested deeper than 200 levels")
+    if isinstance(value, list):
+        return [_encode_slow(v, depth + 1) for v in value]
+    if isinstance(value, tuple):
+        return {"$t": [_encode_slow(v, depth + 1) for v in value]}
+    if isinstance(value, (set, frozenset)):
+        return {"$s": [_encode_slow(v, depth + 1) for v in value]}
+    if isinstance(value, dict):
+        return {"$d": [[_encode_slow(k, depth + 1), _encode_slow(v, depth + 1)] for k, v in value.items()]}
+    return encode(value, depth)
+
+
+def _size_slow(value, limit):
+    total, stack = 0, [value]
+    while stack:
+        v = stack.pop()
+        if isinstance(v, str):
+            total += len(v) + 2
+        elif isinstance(v, (list, tuple, set, frozenset)):
+            total += 2 + 2 * max(len(v) - 1, 0)
+            stack.extend(v)
+        elif isinstance(v, dict):
+            total += 2 + 2 * max(len(v) - 1, 0)
+            for k, item in v.items():
+                stack += [k, item]
+        else:
+            total += 1
+        if total > limit:
+            return True
+    return False
+
+
+def _contains_float_slow(value):
+    if isinstance(value, float):
+        return True
+    if isinstance(value, dict):
+        return any(_contains_float_slow(k) or _contains_float_slow(v) for k, v in value.items())
+    if isinstance(value, (list, tuple, set, frozenset)):
+        return any(_contains_float_slow(v) for v in value)
+    return False
+
+
+class _Flag(int):
+    pass
+
+
+class _Ratio(float):
+    pass
+
+
+def _nested(depth, leaf):
+    for _ in range(depth):
+        leaf = [leaf]
+    return leaf
+
+
+FAST_PATH_VALUES = [
+    [], (), [1, 2, 3], (1, "a", None, True), [2**53 - 1, -(2**53) + 1], [2**53], [-(2**53)], [1, 2**60, 3],
+    [1.5, float("nan")], [float("inf")], (1, 2.5, "x"), [1, 2.5, -float("inf")], ["é", "", "a\\\"b"],
+    [[1, 2], [3, 4.0]], [(1, 2), {3}], [{"a": 1}], [_Flag(3), 1], [_Ratio(0.5), 1], [None, False],
+    {1, 2.0}, frozenset({"a"}), [[["x"] * 3] * 2] * 2, [10**40], [complex(1, 2)], [b"x"],
+    _nested(199, [1, 2]), _nested(200, [1, 2]), _nested(201, [1, 2]),
+]
+
+
+@pytest.mark.parametrize("value", FAST_PATH_VALUES, ids=range(len(FAST_PATH_VALUES)))
+def test_the_fast_paths_over_plain_collections_give_what_element_by_element_does(value):
+    """Lists and tuples of plain values are encoded, decoded, sized and searched for floats in C
+    (a million-element output was most of a conversion child's own time): same results."""
+    import json
+
+    from pytest_plsqlbench.convert._child import decode, encode, json_size_exceeds
+    from pytest_plsqlbench.convert.evalplus import contains_float
+
+    try:
+        want = json.dumps(_encode_slow(value))
+    except ValueError as exc:
+        with pytest.raises(ValueError, match=str(exc)):
+            json.dumps(encode(value))
+    else:
+        got = json.dumps(encode(value))
+        assert got == want
+        # (by repr: nan is not equal to itself, an opaque value has no equality)
+        assert repr(decode(json.loads(got))) == repr(decode(json.loads(want)))
+    for limit in (0, 1, 5, 17, 60, 10**6):
+        assert json_size_exceeds(value, limit) == _size_slow(value, limit), limit
+    assert contains_float(value) == _contains_float_slow(value)

@@ -42,6 +42,30 @@ class OpaqueValue:
         return f"<{self.description}>"
 
 
+#: Element types a list of plain values is made of: what JSON keeps as it is (ints and floats
+#: within the bounds :func:`plain` checks). Exact types: a subclass takes the long way.
+_SCALARS = frozenset({str, bool, type(None), int, float})
+#: What :func:`decode` must look inside (tagged values are dicts).
+_NESTED = frozenset({list, dict})
+
+
+def _plain(values: Any) -> bool:
+    """Whether every element of a list or tuple encodes as itself (checked in C where it can be:
+    large outputs -- lists of a million numbers -- were most of a conversion child's own time)."""
+    types = set(map(type, values))
+    if not types <= _SCALARS:
+        return False
+    if int in types:
+        ints = values if len(types) == 1 else [v for v in values if type(v) is int]
+        if max(ints) >= 2**53 or min(ints) <= -(2**53):
+            return False
+    if float in types:
+        floats = values if len(types) == 1 else [v for v in values if type(v) is float]
+        if not all(map(math.isfinite, floats)):
+            return False
+    return True
+
+
 def encode(value: Any, depth: int = 0) -> Any:
     """Tagged JSON for a Python value (recursion-limited)."""
     if depth > 200:
@@ -53,9 +77,9 @@ def encode(value: Any, depth: int = 0) -> Any:
     if isinstance(value, float):
         return value if math.isfinite(value) else {"$f": repr(value)}
     if isinstance(value, list):
-        return [encode(v, depth + 1) for v in value]
+        return value if depth < 200 and _plain(value) else [encode(v, depth + 1) for v in value]
     if isinstance(value, tuple):
-        return {"$t": [encode(v, depth + 1) for v in value]}
+        return {"$t": list(value) if depth < 200 and _plain(value) else [encode(v, depth + 1) for v in value]}
     if isinstance(value, (set, frozenset)):
         return {"$s": [encode(v, depth + 1) for v in value]}
     if isinstance(value, dict):
@@ -70,7 +94,7 @@ def encode(value: Any, depth: int = 0) -> Any:
 def decode(value: Any) -> Any:
     """Inverse of :func:`encode` (opaque values become :class:`OpaqueValue`)."""
     if isinstance(value, list):
-        return [decode(v) for v in value]
+        return value if _NESTED.isdisjoint(map(type, value)) else [decode(v) for v in value]
     if not isinstance(value, dict):
         return value
     if "$t" in value:
@@ -90,6 +114,10 @@ def decode(value: Any) -> Any:
     raise ValueError(f"unknown tagged value {value!r}")
 
 
+_NUMBERS = frozenset({int, float, bool, type(None)})
+_STRINGS = frozenset({str})
+
+
 def json_size_exceeds(value: Any, limit: int) -> bool:
     """Whether ``value``'s JSON is certainly longer than ``limit``, found without building it.
 
@@ -106,7 +134,14 @@ def json_size_exceeds(value: Any, limit: int) -> bool:
             total += len(v) + 2
         elif isinstance(v, (list, tuple, set, frozenset)):
             total += 2 + 2 * max(len(v) - 1, 0)
-            stack.extend(v)
+            # The same count as element by element, in C, for a collection of scalars.
+            types = set(map(type, v))
+            if types <= _NUMBERS:
+                total += len(v)
+            elif types == _STRINGS:
+                total += sum(map(len, v)) + 2 * len(v)
+            else:
+                stack.extend(v)
         elif isinstance(v, dict):
             total += 2 + 2 * max(len(v) - 1, 0)
             for k, item in v.items():

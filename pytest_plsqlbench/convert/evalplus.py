@@ -135,12 +135,22 @@ def deserialize_inputs(task_id: str, inputs: list[Any]) -> list[list[Any]]:
     return [list(rule(list(inp))) for inp in inputs]
 
 
+_COLLECTIONS = (list, tuple, set, frozenset, dict)
+
+
 def contains_float(value: Any) -> bool:
     if isinstance(value, float):
         return True
     if isinstance(value, dict):
         return any(contains_float(k) or contains_float(v) for k, v in value.items())
     if isinstance(value, (list, tuple, set, frozenset)):
+        # Decided from the element types where it can be (an expected list of 10^5 numbers was
+        # a noticeable part of a conversion): a float among them, or nothing to look inside.
+        types = set(map(type, value))
+        if any(issubclass(t, float) for t in types):
+            return True
+        if not any(issubclass(t, _COLLECTIONS) for t in types):
+            return False
         return any(contains_float(v) for v in value)
     return False
 
