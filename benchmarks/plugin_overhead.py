@@ -9,8 +9,10 @@ PostgreSQL started by each side:
 * **plugin**: ``pytest --subset NAME --plsql-model=reference`` in a subprocess (``-n`` as
   given), timed from process start to exit.
 
-Printed: both walls, their ratio, the plugin's overhead per item in microseconds, and each
-process's peak RSS (controller and xdist workers, read by the ``run_probe`` plugin). ``-n 0,2``
+Printed: both walls, their ratio, the plugin's overhead per item in microseconds, each
+process's peak RSS and CPU seconds (controller and xdist workers, read by the ``run_probe``
+plugin), and the CPU seconds the whole machine was busy during the run (its database servers
+included), which shows when a run is bound by the cores rather than by waiting. ``-n 0,2``
 runs both worker counts interleaved with the bare loop and prints the ``-n 2 / -n 0`` wall
 ratio; ``--first-item`` times instead how long after process start the first smoke item runs.
 
@@ -100,25 +102,43 @@ class PluginRun:
     rss: dict[str, float] = field(default_factory=dict)
     #: Seconds from process start to the first benchmark item's start and end.
     first_item: tuple[float, float] | None = None
+    #: CPU seconds by process role, and of the whole machine during the run (servers included).
+    cpu: dict[str, float] = field(default_factory=dict)
+    machine_cpu: float | None = None
+
+
+def _machine_busy() -> float | None:
+    """CPU seconds the machine has been busy since boot (Linux), to account for the servers too."""
+    try:
+        fields = Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]
+        ticks = [int(v) for v in fields]
+    except (OSError, ValueError):
+        return None
+    idle = ticks[3] + (ticks[4] if len(ticks) > 4 else 0)
+    return (sum(ticks[:8]) - idle) / os.sysconf("SC_CLK_TCK")
 
 
 def plugin(subset: str, workers: str, extra: list[str]) -> PluginRun:
     with tempfile.TemporaryDirectory() as empty, tempfile.TemporaryDirectory() as probe:
         env = dict(os.environ, BENCH_PROBE_DIR=probe,
                    PYTHONPATH=os.pathsep.join(p for p in (HERE, os.environ.get("PYTHONPATH")) if p))
-        t0, wall0 = time.perf_counter(), time.time()
+        t0, wall0, busy0 = time.perf_counter(), time.time(), _machine_busy()
         proc = subprocess.run(
             [sys.executable, "-m", "pytest", "--subset", subset, "--plsql-model=reference", "-q",
              "-p", "no:cacheprovider", "-p", "run_probe", "-n", workers, *extra],
             cwd=empty, capture_output=True, text=True, env=env,
         )
         elapsed = time.perf_counter() - t0
+        busy1 = _machine_busy()
         if proc.returncode != 0:
             sys.exit(f"plugin run failed:\n{proc.stdout[-2000:]}\n{proc.stderr[-2000:]}")
         run = PluginRun(elapsed)
+        if busy0 is not None and busy1 is not None:
+            run.machine_cpu = busy1 - busy0
         for path in sorted(Path(probe).glob("*.json")):
             data = json.loads(path.read_text())
             run.rss[data["role"]] = data["peak_rss_mb"]
+            run.cpu[data["role"]] = data.get("cpu_s", 0.0)
             if data["role"] == "controller" and "first_item_start" in data:
                 run.first_item = (data["first_item_start"] - wall0, data["first_item_end"] - wall0)
     return run
@@ -177,6 +197,13 @@ def main() -> None:
         worst = max(peaks.values(), default=0.0)
         print(f"  peak RSS per process: {shown}  (target <= {RSS_TARGET_MB:g} MB each: "
               f"{'ok' if worst <= RSS_TARGET_MB else 'MISSED'})")
+        # Where the time goes: CPU per pytest process, and the whole machine's (the database
+        # servers' included) against what its cores could give in that wall time.
+        last = runs[w][-1]
+        cpus = ", ".join(f"{role} {s:.1f} s" for role, s in sorted(last.cpu.items()))
+        machine = (f"; whole machine busy {last.machine_cpu:.1f} CPU s of {last.wall * (os.cpu_count() or 1):.1f} "
+                   f"available ({os.cpu_count()} cores x wall)" if last.machine_cpu is not None else "")
+        print(f"  CPU (last run): {cpus}{machine}")
     if "0" in walls and len(walls) > 1:
         for w, p in walls.items():
             if w != "0":

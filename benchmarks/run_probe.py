@@ -1,7 +1,7 @@
 """A pytest plugin the benchmarks load (``-p run_probe``) to see inside a run's processes.
 
 Each process (the controller and every xdist worker) writes one JSON file into
-``$BENCH_PROBE_DIR`` when it ends: its role, its peak RSS and, where benchmark items ran, the
+``$BENCH_PROBE_DIR`` when it ends: its role, its peak RSS, its CPU seconds and, where benchmark items ran, the
 wall-clock time the first one started and finished (``time.time()``, comparable with the
 launching process's clock).
 """
@@ -35,6 +35,7 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         return
     worker: Any = getattr(config, "workerinput", None)
     role = worker["workerid"] if worker else "controller"
-    data = {"role": role, "pid": os.getpid(), "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
-            **_first}
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    data = {"role": role, "pid": os.getpid(), "peak_rss_mb": usage.ru_maxrss / 1024,
+            "cpu_s": usage.ru_utime + usage.ru_stime, **_first}
     Path(folder, f"{role}-{os.getpid()}.json").write_text(json.dumps(data))
