@@ -1,7 +1,7 @@
 """First-use conversion of full MBPP+: wall time and peak memory against the targets (issue 12).
 
-The conversion runs from scratch -- a fresh cache folder, every dialect and assertion mode, as
-the subset loader does on a first run -- in a child process; this script samples the resident
+The conversion runs from scratch -- a fresh cache folder, PostgreSQL with null-safe assertions,
+as the subset loader does on a default first run -- in a child process; this script samples the resident
 memory of that process and all its descendants (the forked children running the canonical
 solutions) every 20 ms and reports the largest sum seen, plus the largest single process
 (``getrusage``, which no sampling can miss).
@@ -9,7 +9,9 @@ solutions) every 20 ms and reports the largest sum seen, plus the largest single
 Usage: ``python benchmarks/convert_speed.py [--input MbppPlus.jsonl] [--keep DIR] [--repeat N]``
 (default input: ``$PLSQLBENCH_SHARED_DATA`` or ``../shared/data`` beside the checkout, then
 ``mbppplus/MbppPlus.jsonl``). ``--keep DIR`` leaves the converted cache there, for
-``benchmarks/convert_compare.py OLD NEW``.
+``benchmarks/convert_compare.py OLD NEW``, after converting the other three dialect and
+assertion-mode targets into it as well (timed and printed: those read the canonical solutions'
+kept results instead of running them).
 """
 
 from __future__ import annotations
@@ -34,8 +36,8 @@ CONVERT = """
 import sys
 from pathlib import Path
 from pytest_plsqlbench.loaders.mbpp import load_converted
-tasks = load_converted(sys.argv[1], Path(sys.argv[2]), "postgres", subset=sys.argv[4],
-                       assertions="null-safe", cache_dir=Path(sys.argv[3]))
+tasks = load_converted(sys.argv[1], Path(sys.argv[2]), sys.argv[5], subset=sys.argv[4],
+                       assertions=sys.argv[6], cache_dir=Path(sys.argv[3]))
 print(len(tasks), sum(t.n_tests for t in tasks))
 """
 
@@ -59,7 +61,13 @@ def _cpu() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def run_once(source: str, path: Path, cache: Path, subset: str) -> tuple[float, float, float, str]:
+#: What a default run converts first, then the rest (``--keep``).
+FIRST = ("postgres", "null-safe")
+OTHERS = (("postgres", "published"), ("oracle", "null-safe"), ("oracle", "published"))
+
+
+def run_once(source: str, path: Path, cache: Path, subset: str,
+             target: tuple[str, str] = FIRST) -> tuple[float, float, float, str]:
     """(wall seconds, CPU seconds, peak tree RSS in MB, the child's output) of one conversion.
 
     CPU is that of the whole tree (every process is waited for by its parent), so it does not
@@ -68,7 +76,7 @@ def run_once(source: str, path: Path, cache: Path, subset: str) -> tuple[float, 
     cpu0 = _cpu()
     start = time.perf_counter()
     child = subprocess.Popen(
-        [sys.executable, "-c", CONVERT, source, str(path), str(cache), subset],
+        [sys.executable, "-c", CONVERT, source, str(path), str(cache), subset, *target],
         stdout=subprocess.PIPE,
         text=True,
     )
@@ -104,6 +112,9 @@ def main() -> int:
             args.keep.mkdir(parents=True)
             cache = args.keep
             wall, cpu, peak, out = run_once(args.source, args.input, cache, args.subset)
+            for target in OTHERS:
+                w, c, _, _ = run_once(args.source, args.input, cache, args.subset, target)
+                print(f"  then {'/'.join(target)} from the kept results: {w:.1f} s wall, {c:.1f} s CPU")
         else:
             with tempfile.TemporaryDirectory(prefix="convert-speed-") as tmp:
                 wall, cpu, peak, out = run_once(args.source, args.input, Path(tmp), args.subset)

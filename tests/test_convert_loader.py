@@ -80,12 +80,28 @@ def test_converts_on_first_use_then_reads_the_cache(tmp_path, monkeypatch):
     assert all(t.subset == "mbpp-plus" and t.dialect == "postgres" for t in tasks)
     assert [u.id for u in tasks[0].turns[0].tests] == ["base-001", "base-002", "plus-001", "plus-002"]
     cache = tmp_path / "cache" / "converted"
-    # One conversion wrote every dialect and assertion mode, each with its summary.
-    assert len(list(cache.glob("*.jsonl"))) == 4 and len(list(cache.glob("*.summary.json"))) == 4
+    # The conversion wrote what the run asked for (dialect, assertion mode) with its summary, and
+    # the canonical solutions' results.
+    assert len(list(cache.glob("*postgres-null-safe*.jsonl"))) == 1
+    assert len(list(cache.glob("*.summary.json"))) == 1 and len(list(cache.glob("*.calls.jsonl"))) == 1
     summary = json.loads(next(cache.glob("*postgres-null-safe*.summary.json")).read_text())
     assert summary["summary"][0] == "converted 2 of 2"
 
-    from pytest_plsqlbench.convert import pipeline
+    from pytest_plsqlbench.convert import pipeline, sandbox
+
+    def no_solution(*a, **k):
+        raise AssertionError("ran a canonical solution again instead of reading its kept result")
+
+    # Another dialect converts again, from the kept results: no solution runs.
+    monkeypatch.setattr(sandbox, "_run_pooled", no_solution)
+    oracle = loader.pytest_plsql_load_subset(
+        config=None,
+        manifest=manifest,
+        settings=_settings(tmp_path, sources={"mbppplus": src}, dialect="oracle"),
+    )
+    assert [t.dialect for t in oracle] == ["oracle", "oracle"]
+    assert [u.id for u in oracle[0].turns[0].tests] == ["base-001", "base-002", "plus-001", "plus-002"]
+    assert len(list(cache.glob("*oracle-null-safe*.jsonl"))) == 1
 
     def boom(*a, **k):
         raise AssertionError("converted again instead of reading the cache")
@@ -93,12 +109,12 @@ def test_converts_on_first_use_then_reads_the_cache(tmp_path, monkeypatch):
     monkeypatch.setattr(pipeline, "type_source", boom)
     again = loader.pytest_plsql_load_subset(config=None, manifest=manifest, settings=settings)
     assert again == tasks
-    oracle = loader.pytest_plsql_load_subset(
+    oracle_again = loader.pytest_plsql_load_subset(
         config=None,
         manifest=manifest,
         settings=_settings(tmp_path, sources={"mbppplus": src}, dialect="oracle"),
     )
-    assert [t.dialect for t in oracle] == ["oracle", "oracle"]
+    assert oracle_again == oracle
     # A different input is a different key: it converts (and here, fails loudly).
     src.write_text(src.read_text().replace("adds 1", "adds one"))
     with pytest.raises(AssertionError, match="converted again"):

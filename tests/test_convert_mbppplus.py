@@ -47,7 +47,7 @@ def postgres(mbppplus_file, cache_dir):
 
 
 @pytest.fixture(scope="module")
-def oracle(mbppplus_file, cache_dir, postgres):  # after postgres: one conversion writes both
+def oracle(mbppplus_file, cache_dir, postgres):  # after postgres: runs no canonical solution again
     return _load(mbppplus_file, cache_dir, "oracle")
 
 

@@ -424,3 +424,56 @@ def test_the_fast_paths_over_plain_collections_give_what_element_by_element_does
     for limit in (0, 1, 5, 17, 60, 10**6):
         assert json_size_exceeds(value, limit) == _size_slow(value, limit), limit
     assert contains_float(value) == _contains_float_slow(value)
+
+
+def test_kept_reference_results_come_back_as_computed(tmp_path, monkeypatch):
+    """A second conversion of a source reads the calls' results the first one kept -- values of
+    every kind, errors and timeouts alike -- and a torn last line (an interrupted run) is computed
+    again, not misread."""
+    from pytest_plsqlbench.convert import sandbox
+
+    code = (
+        "import re\n"
+        "def f(x):\n"
+        "    if x == 0:\n        raise ValueError('zero')\n"
+        "    if x == 1:\n        while True: pass\n"
+        "    return [(x, 'é'), {x, -x}, {x: [2.5, float('nan')]}, 10**40, float('inf'), re.compile('a')]\n"
+    )
+    calls = [("f", (n,)) for n in (0, 1, 2, 3)]
+    path = tmp_path / "calls.jsonl"
+    with sandbox.call_store(path):
+        first = sandbox.run_calls(code, calls, 1.0)
+    assert [r.ok for r in first] == [False, False, True, True] and first[1].timed_out
+    assert len(path.read_text().splitlines()) == 4
+
+    def no_solution(*a, **k):
+        raise AssertionError("ran the solution again")
+
+    with monkeypatch.context() as m:
+        m.setattr(sandbox, "_run_pooled", no_solution)
+        with sandbox.call_store(path):
+            again = sandbox.run_calls(code, calls, 1.0)
+    assert repr(again) == repr(first)
+    # Another time limit is another call.
+    with monkeypatch.context() as m:
+        m.setattr(sandbox, "_run_pooled", no_solution)
+        with sandbox.call_store(path), pytest.raises(AssertionError, match="ran the solution again"):
+            sandbox.run_calls(code, calls[2:], 2.0)
+    # An interrupted run tore its last line: that call runs again, the others are read.
+    lines = path.read_text().splitlines()
+    path.write_text("\n".join(lines[:-1]) + "\n" + lines[-1][: len(lines[-1]) // 2])
+    ran: list[int] = []
+    real = sandbox._run_pooled
+
+    def counting(code, calls, timeout):
+        ran.append(len(calls))
+        return real(code, calls, timeout)
+
+    monkeypatch.setattr(sandbox, "_run_pooled", counting)
+    with sandbox.call_store(path):
+        third = sandbox.run_calls(code, calls, 1.0)
+    assert ran == [1] and repr(third) == repr(first)
+    with monkeypatch.context() as m:  # and what it computed again is read from then on
+        m.setattr(sandbox, "_run_pooled", no_solution)
+        with sandbox.call_store(path):
+            assert repr(sandbox.run_calls(code, calls, 1.0)) == repr(first)

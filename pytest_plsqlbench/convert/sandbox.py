@@ -14,6 +14,7 @@ continue in a new child.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import logging
 import os
@@ -115,8 +116,96 @@ def zygotes(count: int) -> Iterator[None]:
             pool.get_nowait().close()
 
 
+class CallStore:
+    """The results of a source's reference calls, kept on disk beside its conversions.
+
+    A conversion writes the dialect and assertion mode a run asks for; converting the same
+    source into another one later types and emits again but runs no canonical solution twice
+    (they are nearly all of a conversion's cost). One JSON line per call, appended as results
+    arrive: a conversion cut short keeps what it had computed, and a torn last line is ignored.
+    The key is the call itself (solution code, function, arguments, time limit); the file name
+    carries the converter's fingerprint, so a changed sandbox never reads old results.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._known: dict[str, dict[str, Any]] = {}
+        self._lock = threading.Lock()
+        torn = False
+        try:
+            with path.open(encoding="utf-8", errors="replace") as lines:
+                for line in lines:
+                    torn = not line.endswith("\n")
+                    try:
+                        entry = json.loads(line)
+                        self._known[entry["k"]] = entry["r"]
+                    except (ValueError, KeyError, TypeError):
+                        continue  # a torn line of an interrupted run
+        except FileNotFoundError:
+            pass
+        self._out = path.open("a", encoding="utf-8")
+        if torn:
+            self._out.write("\n")  # what comes next starts a line of its own
+
+    @staticmethod
+    def key(code: str, call: tuple[str, tuple[Any, ...]], timeout: float) -> str:
+        text = json.dumps([code, call[0], encode(list(call[1])), timeout], ensure_ascii=False)
+        return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+    def get(self, key: str) -> CallResult | None:
+        record = self._known.get(key)
+        if record is None:
+            return None
+        if record.get("ok"):
+            return CallResult(True, value=decode(record["out"]))
+        return CallResult(False, error=record.get("error"), timed_out=bool(record.get("timeout")))
+
+    def put(self, key: str, result: CallResult) -> None:
+        try:
+            record = ({"ok": True, "out": encode(result.value)} if result.ok
+                      else {"ok": False, "error": result.error, "timeout": result.timed_out})
+            line = json.dumps({"k": key, "r": record}, ensure_ascii=False)
+        except (ValueError, TypeError):
+            return  # not kept: computed again next time
+        with self._lock:
+            self._out.write(line + "\n")
+
+    def close(self) -> None:
+        self._out.close()
+
+
+_STORE: CallStore | None = None
+
+
+@contextlib.contextmanager
+def call_store(path: Path) -> Iterator[CallStore]:
+    """Within this block :func:`run_calls` reads and keeps results in the store at ``path``."""
+    global _STORE
+    store = CallStore(path)
+    previous, _STORE = _STORE, store
+    try:
+        yield store
+    finally:
+        _STORE = previous
+        store.close()
+
+
 def run_calls(code: str, calls: Sequence[tuple[str, tuple[Any, ...]]], timeout: float) -> list[CallResult]:
     """Run ``function(*args)`` for each call against ``code``; one result per call, in order."""
+    store = _STORE
+    if store is None:
+        return _run_pooled(code, calls, timeout)
+    keys = [store.key(code, call, timeout) for call in calls]
+    results: list[CallResult | None] = [store.get(k) for k in keys]
+    missing = [i for i, r in enumerate(results) if r is None]
+    if missing:
+        for i, result in zip(missing, _run_pooled(code, [calls[i] for i in missing], timeout)):
+            results[i] = result
+            store.put(keys[i], result)
+    return [r for r in results if r is not None]
+
+
+def _run_pooled(code: str, calls: Sequence[tuple[str, tuple[Any, ...]]], timeout: float) -> list[CallResult]:
     pool = _ZYGOTES
     if pool is None:
         return _run_calls(code, calls, timeout, None)

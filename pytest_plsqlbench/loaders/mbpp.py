@@ -6,8 +6,9 @@ other (``--plsql-source``/``--plsql-data`` or a checksummed download). The input
 converted on first use and the result cached under ``<data cache>/converted``, keyed by the
 input's sha256, the converter version and a fingerprint of the converter's code, the
 dialect and the assertion mode. Conversion runs under a file lock so concurrent xdist
-workers convert once; one conversion writes every dialect and assertion mode at once (the
-expensive part, running MBPP+'s canonical solutions, is shared), each file atomically.
+workers convert once; it writes the dialect and assertion mode the run asks for, atomically,
+and keeps the canonical solutions' results beside it (``*.calls.jsonl``), so converting the
+same input into another dialect or mode later does not run them again (the expensive part).
 
 Every task carries the input's sha256 as ``metadata["data_revision"]`` (``sha256:`` + 16 hex
 digits), so the results header names the bytes the run actually read -- not the manifest's pinned
@@ -34,7 +35,7 @@ from .. import datasources
 from ..errors import DataError
 from ..manifests import Manifest
 from ..settings import ASSERTION_MODES, Settings
-from ..tasks import DIALECTS, Task, task_from_dict, task_to_dict
+from ..tasks import Task, task_from_dict, task_to_dict
 
 log = logging.getLogger(__name__)
 #: What loading does and how long it takes: shown on the terminal by :mod:`..loading`.
@@ -116,7 +117,7 @@ def load_converted(
     with FileLock(str(cache_dir / f"{subset}-{source}-{digest[:16]}.lock")):
         converted_now = not wanted.exists()
         if converted_now:
-            _convert(source, path, digest, subset=subset, cache_dir=cache_dir, timeout=timeout)
+            _convert(source, path, digest, dialect, assertions, subset=subset, cache_dir=cache_dir, timeout=timeout)
         every = _read(wanted)
     tasks = [t for t in every if keep_left_out or "left_out" not in t.metadata]
     summary = _read_summary(wanted)
@@ -167,48 +168,58 @@ def _read_summary(cached: Path) -> dict[str, Any]:
         return {}
 
 
+def calls_name(source: str, digest: str, subset: str) -> str:
+    """The store of the reference calls' results a source's conversions share."""
+    from ..convert import CONVERTER_VERSION
+
+    return f"{subset}-{source}-{digest[:16]}-v{CONVERTER_VERSION}-{code_fingerprint()}.calls.jsonl"
+
+
 def _convert(
     source: str,
     path: Path,
     digest: str,
+    dialect: str,
+    assertions: str,
     *,
     subset: str,
     cache_dir: Path,
     timeout: float,
 ) -> None:
-    """Convert ``path`` into every dialect and assertion mode, each written atomically."""
+    """Convert ``path`` into ``dialect`` and ``assertions``, written atomically.
+
+    The canonical solutions' results are kept (:class:`~..convert.sandbox.CallStore`): another
+    dialect or mode later runs none of them again.
+    """
     from ..convert.pipeline import emit_all, emit_streaming, type_source
+    from ..convert.sandbox import call_store
 
     progress.info(
         "plsqlbench: %s: converting %s (%s; first use, cached in %s) ...", subset, path, source, cache_dir
     )
-    if source == "plsqlbench-mbpp":
-        # Typing depends on the assertion mode only here (PLSQLBench's restored set comparisons).
-        for mode in ASSERTION_MODES:
-            typed = type_source(source, path, assertions=mode, timeout=timeout)
-            for d in DIALECTS:
-                result = emit_all(typed, source, d, subset=subset, assertions=mode, keep_left_out=True)
-                lines = [json.dumps(task_to_dict(t), ensure_ascii=False) for t in result.tasks]
-                _write_atomic(cache_dir / cache_name(source, digest, d, mode, subset), lines)
-                _write_summary(cache_dir / cache_name(source, digest, d, mode, subset), result)
-        return
-    typed = type_source(source, path, assertions=ASSERTION_MODES[0], timeout=timeout, stream=True)
-    targets = [(d, mode) for mode in ASSERTION_MODES for d in DIALECTS]
-    files = {key: _AtomicLines(cache_dir / cache_name(source, digest, *key, subset)) for key in targets}
-    try:
-        results = emit_streaming(
-            typed,
-            source,
-            subset=subset,
-            targets=targets,
-            sink=lambda d, mode, task: files[(d, mode)].add(json.dumps(task_to_dict(task), ensure_ascii=False)),
-        )
-        for key, result in results.items():
-            files[key].commit()
-            _write_summary(files[key].path, result)
-    finally:
-        for f in files.values():
-            f.discard()
+    target = cache_dir / cache_name(source, digest, dialect, assertions, subset)
+    with call_store(cache_dir / calls_name(source, digest, subset)):
+        if source == "plsqlbench-mbpp":
+            # Typing depends on the assertion mode only here (PLSQLBench's restored set comparisons).
+            typed = type_source(source, path, assertions=assertions, timeout=timeout)
+            result = emit_all(typed, source, dialect, subset=subset, assertions=assertions, keep_left_out=True)
+            _write_atomic(target, [json.dumps(task_to_dict(t), ensure_ascii=False) for t in result.tasks])
+            _write_summary(target, result)
+            return
+        typed = type_source(source, path, assertions=ASSERTION_MODES[0], timeout=timeout, stream=True)
+        out = _AtomicLines(target)
+        try:
+            results = emit_streaming(
+                typed,
+                source,
+                subset=subset,
+                targets=[(dialect, assertions)],
+                sink=lambda d, mode, task: out.add(json.dumps(task_to_dict(task), ensure_ascii=False)),
+            )
+            out.commit()
+            _write_summary(target, results[(dialect, assertions)])
+        finally:
+            out.discard()
 
 
 class _AtomicLines:
