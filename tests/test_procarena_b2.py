@@ -153,6 +153,86 @@ def test_measure_keeps_the_state_of_every_measured_run_of_a_checked_contender() 
     assert not any(k for _, k in kept[:3])  # warm-ups: none
 
 
+def test_the_reference_runs_first_of_all_and_keeps_that_state() -> None:
+    """Gold's state at scale is taken before any other contender has run (a rollback leaves the
+    physical growth of each run behind for the next ones)."""
+    kept: list[tuple[str, bool]] = []
+
+    def run(code: str, keep: bool) -> timing.Run:
+        kept.append((code, keep))
+        return timing.Run(1.0, work.Work({"scans": 1}), state=f"state after {code} #{len(kept)}")
+
+    got = timing.measure(run, {"baseline": "b", "candidate": "c", "gold": "g"}, 2, warmup=1,
+                         checked=("candidate",), reference="gold")
+    assert kept[0] == ("g", True) and got["gold"].first_run is not None
+    assert got["gold"].first_run.state == "state after g #1"
+    assert not any(k for _, k in kept[1:3])  # the other warm-ups keep nothing
+    kept.clear()
+    got = timing.measure(run, {"gold": "g", "candidate": "c"}, 2, warmup=0, reference="gold")
+    assert got["gold"].first_run is got["gold"].runs[0] and kept[0] == ("g", True)
+
+
+class _Bench:
+    MEASURE = "scans"
+    counter_source = "test"
+
+    class plan:  # noqa: N801 - stands in for the scaling plan's attributes
+        counts: dict[str, int] = {}
+        notes: list[str] = []
+
+    def __enter__(self) -> "_Bench":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        return None
+
+
+def _judged(monkeypatch: pytest.MonkeyPatch, b2_task: Any, got: dict[str, timing.Measurement]) -> dict:
+    from pytest_plsqlbench.procarena.perf.judge import PerfJudge
+
+    monkeypatch.setattr(timing, "bench_for", lambda backend, spec: _Bench())
+    monkeypatch.setattr(timing, "measure", lambda *a, **k: got)
+
+    class Ctx:
+        backend = None
+
+    return PerfJudge(repeats=2)._measure(Ctx(), _spec(b2_task), "answer")  # type: ignore[arg-type]
+
+
+def _run(state: str, timed_out: bool = False) -> timing.Run:
+    """A run whose calls raised nothing ("S", gold's) or one that raised ("not S")."""
+    raised = (None,) if state == "S" else ("P0001",)
+    return timing.Run(1.0, work.Work({"scans": 1}), raised=raised, state={}, timed_out=timed_out)
+
+
+def test_a_wrong_state_at_scale_is_rejected_even_when_gold_or_the_baseline_later_timed_out(
+        monkeypatch: pytest.MonkeyPatch, b2_task: Any) -> None:
+    """A wrong answer whose runs bloat the shared tables (rolled-back writes keep their dead rows)
+    until gold's or the degraded input's later runs pass the timeout was "not measured" --
+    infrastructure, left out of the metrics -- instead of rejected."""
+    gold = timing.Measurement("gold", [_run("S", timed_out=True)], first_run=_run("S"))
+    baseline = timing.Measurement("baseline", [_run("S"), _run("S", timed_out=True)])
+    wrong = timing.Measurement("candidate", [_run("S"), _run("not S")])
+    rec = _judged(monkeypatch, b2_task, {"gold": gold, "baseline": baseline, "candidate": wrong})
+    assert rec["rejection"] == "wrong_state" and not rec["admitted"], rec
+    assert "measured run 2 of 2" in rec["why"] and "raised differently" in rec["why"]
+    # A right answer next to a later timeout: not measured (no ratio to give), as before.
+    right = timing.Measurement("candidate", [_run("S"), _run("S")])
+    rec = _judged(monkeypatch, b2_task, {"gold": gold, "baseline": baseline, "candidate": right})
+    assert rec["rejection"] == "not_measured" and rec["acceleration"] is None
+    # Gold past the timeout on its first run, before anything else ran: not measured either.
+    cold = timing.Measurement("gold", [_run("S", timed_out=True)], first_run=_run("S", timed_out=True))
+    rec = _judged(monkeypatch, b2_task, {"gold": cold, "baseline": baseline, "candidate": wrong})
+    assert rec["rejection"] == "not_measured"
+    # Nothing timed out: a wrong state is rejected and a right one measured.
+    calm_gold = timing.Measurement("gold", [_run("S"), _run("S")], first_run=_run("S"))
+    calm_base = timing.Measurement("baseline", [_run("S"), _run("S")])
+    assert _judged(monkeypatch, b2_task, {"gold": calm_gold, "baseline": calm_base,
+                                          "candidate": wrong})["rejection"] == "wrong_state"
+    rec = _judged(monkeypatch, b2_task, {"gold": calm_gold, "baseline": calm_base, "candidate": right})
+    assert rec.get("rejection") is None and rec["same_state_as_gold"] and rec["acceleration"] == 1.0
+
+
 def test_a_contender_that_times_out_runs_no_more() -> None:
     ran: list[str] = []
 

@@ -156,17 +156,20 @@ class PerfJudge(Judge):
         try:
             with timing.bench_for(ctx.backend, spec) as bench:
                 with quiet.measuring() as lock:
-                    got = timing.measure(run, contenders, repeats, checked=(timing.CANDIDATE,))  # type: ignore[arg-type]
+                    got = timing.measure(run, contenders, repeats, checked=(timing.CANDIDATE,),  # type: ignore[arg-type]
+                                         reference=timing.GOLD)
         except timing.NotMeasured as exc:
             return {"admitted": True, "acceleration": None, "why": f"timing not measured: {exc}"}
         gold, cand = got[timing.GOLD], got[timing.CANDIDATE]
-        if any(r.timed_out for r in cand.runs):  # first: the answer's own limits are its failure
+        reference = gold.first_run
+        not_measured = {"admitted": True, "acceleration": None, "rejection": "not_measured",
+                        "why": "gold or the degraded input ran past the statement timeout at the task's scale "
+                               "(--plsql-timeout, or a smaller b2.scale_rows)"}
+        if reference is None or reference.timed_out:
+            return not_measured  # gold itself, on the scaled tables before anything else ran
+        if any(r.timed_out for r in cand.runs):  # the answer's own limits are its failure
             return {"admitted": False, "rejection": "runtime",
                     "why": "a call ran past the statement timeout, or the task's time budget ran out, at the task's scale"}
-        if any(r.timed_out for m in (gold, got[timing.BASELINE]) for r in m.runs):
-            return {"admitted": True, "acceleration": None, "rejection": "not_measured",
-                    "why": "gold or the degraded input ran past the statement timeout at the task's scale "
-                           "(--plsql-timeout, or a smaller b2.scale_rows)"}
         out: dict[str, Any] = {
             "repeats": repeats,
             "measure": bench.MEASURE,
@@ -180,18 +183,23 @@ class PerfJudge(Judge):
             "work": {k: dict(m.work.counts) for k, m in got.items()},
             "work_stable": {k: m.work_stable for k, m in got.items()},
         }
-        # Every measured run of the candidate, not only its first: its time is the median of them all.
+        # Every measured run of the candidate, not only its first, against gold's first run --
+        # before any timeout of gold's or the degraded input's later runs counts: the candidate's
+        # runs leave growth behind that those runs meet, and a wrong answer that slowed them past
+        # the timeout would otherwise be left out of the metrics instead of rejected.
         wrong = next((n for n, r in enumerate(cand.runs, 1)
-                      if r.state != gold.runs[0].state or r.raised != gold.runs[0].raised), None)
-        out["same_state_as_gold"] = wrong is None
+                      if r.state != reference.state or r.raised != reference.raised), None)
         if wrong is not None:
             bad = cand.runs[wrong - 1]
-            diffs = [] if bad.install_error else st.diff(gold.runs[0].state or {}, bad.state or {})
+            diffs = [] if bad.install_error else st.diff(reference.state or {}, bad.state or {})
             problem = (f"the answer failed to install: {bad.install_error}" if bad.install_error
                        else diffs[0] if diffs else "the calls raised differently")
-            out.update(admitted=False, rejection="wrong_state",
+            out.update(admitted=False, rejection="wrong_state", same_state_as_gold=False,
                        why=f"at the task's scale, measured run {wrong} of {len(cand.runs)}: {problem}")
             return out
+        if any(r.timed_out for m in (gold, got[timing.BASELINE]) for r in m.runs):
+            return not_measured
+        out["same_state_as_gold"] = True
         out.update(bm.task_figures(out["seconds"], {k: m.work.value for k, m in got.items()}, spec.b2.min_speedup))
         return out
 

@@ -50,6 +50,9 @@ class Run:
 class Measurement:
     label: str
     runs: list[Run] = field(default_factory=list)
+    #: The reference contender's first run of all, state kept: on the scaled tables as scaling
+    #: left them, before any other contender's run (see :func:`measure`).
+    first_run: Run | None = None
 
     @property
     def seconds(self) -> list[float]:
@@ -93,7 +96,7 @@ def rotation(labels: Sequence[str], repeats: int) -> list[list[str]]:
 
 
 def measure(run: Callable[[str, bool], Run], contenders: Mapping[str, str], repeats: int,
-            warmup: int = 2, checked: Sequence[str] = ()) -> dict[str, Measurement]:
+            warmup: int = 2, checked: Sequence[str] = (), reference: str | None = None) -> dict[str, Measurement]:
     """Time every contender ``repeats`` times in rotating order; ``run(code, keep_state)`` performs
     one run, keeping its final state for the contender's first measured run, and for every
     measured run of the ``checked`` contenders (the candidate: an answer can tell its runs apart --
@@ -102,7 +105,13 @@ def measure(run: Callable[[str, bool], Run], contenders: Mapping[str, str], repe
 
     ``warmup`` unmeasured rounds come first: the first runs after scaling meet cold caches, and
     tables and indexes that rolled-back runs have not yet grown -- the planner sees their current
-    size, so a plan (and with it the work count) can change over the first runs, then settles."""
+    size, so a plan (and with it the work count) can change over the first runs, then settles.
+
+    ``reference`` (gold) runs first of all and keeps that run's state (``first_run``): what the
+    candidate's states are held to was made before any candidate ran. A rollback does not undo
+    the physical growth a run leaves (dead row versions, index entries), so the later runs of
+    gold and of the degraded input meet whatever the runs before them left; a timeout there must
+    not stand in for a check of the candidate's state."""
     out = {label: Measurement(label) for label in contenders}
     stopped: set[str] = set()  # a contender that hit the statement timeout runs no more
 
@@ -112,16 +121,26 @@ def measure(run: Callable[[str, bool], Run], contenders: Mapping[str, str], repe
             stopped.add(label)
         return result
 
+    order = list(contenders)
+    if reference is not None:
+        order.remove(reference)
+        order.insert(0, reference)
     for _ in range(warmup):
-        for label in contenders:
-            if label not in stopped:
-                warm = once(label, False)
-                if warm.timed_out:
-                    out[label].runs.append(warm)
-    for order in rotation(list(contenders), repeats):
         for label in order:
             if label not in stopped:
-                out[label].runs.append(once(label, not out[label].runs or label in checked))
+                keep = label == reference and out[label].first_run is None
+                warm = once(label, keep)
+                if keep:
+                    out[label].first_run = warm
+                if warm.timed_out:
+                    out[label].runs.append(warm)
+    for turn in rotation(list(contenders), repeats):
+        for label in turn:
+            if label not in stopped:
+                result = once(label, not out[label].runs or label in checked)
+                out[label].runs.append(result)
+                if label == reference and out[label].first_run is None:
+                    out[label].first_run = result  # no warm-up round
     return out
 
 
