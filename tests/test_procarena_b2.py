@@ -172,25 +172,14 @@ def test_the_reference_runs_first_of_all_and_keeps_that_state() -> None:
     assert got["gold"].first_run is got["gold"].runs[0] and kept[0] == ("g", True)
 
 
-class _Bench:
-    MEASURE = "scans"
-    counter_source = "test"
-
-    class plan:  # noqa: N801 - stands in for the scaling plan's attributes
-        counts: dict[str, int] = {}
-        notes: list[str] = []
-
-    def __enter__(self) -> "_Bench":
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        return None
-
-
 def _judged(monkeypatch: pytest.MonkeyPatch, b2_task: Any, got: dict[str, timing.Measurement]) -> dict:
+    import contextlib
+    from types import SimpleNamespace
+
     from pytest_plsqlbench.procarena.perf.judge import PerfJudge
 
-    monkeypatch.setattr(timing, "bench_for", lambda backend, spec: _Bench())
+    bench = SimpleNamespace(MEASURE="scans", counter_source="test", plan=SimpleNamespace(counts={}, notes=[]))
+    monkeypatch.setattr(timing, "bench_for", lambda backend, spec: contextlib.nullcontext(bench))
     monkeypatch.setattr(timing, "measure", lambda *a, **k: got)
 
     class Ctx:
