@@ -56,6 +56,10 @@ def _decimal(cell: str) -> decimal.Decimal | None:
     return value if value.is_finite() else None
 
 
+#: Normalising without rounding and within any exponent a printed number can have.
+_EXACT = decimal.Context(prec=decimal.MAX_PREC, Emax=decimal.MAX_EMAX, Emin=decimal.MIN_EMIN)
+
+
 def _cell_key(cell: str) -> object:
     """What a field is compared by: its exact decimal value for canonical numbers, else its text.
 
@@ -65,7 +69,15 @@ def _cell_key(cell: str) -> object:
     number = _decimal(cell) if _CANONICAL_NUMBER.match(cell) else None
     if number is None:
         return cell
-    return ("#", number.normalize() if number != 0 else decimal.Decimal(0))
+    if number == 0:
+        return ("#", decimal.Decimal(0))
+    try:
+        # Exact: the default context would round past 28 digits (two different long numbers
+        # equal) and overflow past an exponent of 999999 (an answer printing ``1e9999999``
+        # crashed the comparison).
+        return ("#", number.normalize(_EXACT))
+    except decimal.DecimalException:
+        return cell
 
 
 def _line_key(cells: Sequence[str]) -> tuple[object, ...]:

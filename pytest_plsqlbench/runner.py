@@ -32,7 +32,7 @@ from .dialects.base import Backend, Execution
 from .episode import Episode
 from .errors import FixtureError, InfrastructureError
 from .judges import DEFAULT as DEFAULT_JUDGES
-from .judges import AssertJudge, JudgeContext, JudgeRegistry
+from .judges import AssertJudge, Judge, JudgeContext, JudgeRegistry
 from .outcomes import TestOutcome
 from .settings import Settings
 from .tasks import Task, UnitTest
@@ -50,6 +50,24 @@ class SafetyCheck(Protocol):
     mode: str
 
     def __call__(self, task: Task, turn: int, code: str, earlier: Sequence[str] = ()) -> str | None: ...
+
+
+def _judged(judge: Judge, ctx: JudgeContext, turn_index: int, test: UnitTest, execution: Execution) -> TestOutcome:
+    """The judge's verdict on what the answer's run produced.
+
+    A judge that raises while comparing that output (which the answer controls: a number no
+    decimal context holds, a line no parser expects) fails the test: an error here reported as
+    the harness's would leave the task out of the metrics, a wrong answer's way to hide its
+    failure. A judge's own ``InfrastructureError`` (it lost the database) stays the harness's.
+    """
+    try:
+        return judge.judge(ctx, turn_index, test, execution)
+    except InfrastructureError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - counted against the answer, with the reason
+        log.warning("judge %s raised on %s %s: %r", judge.kind, ctx.task.id, test.id, exc)
+        return TestOutcome(turn_index, test.id, False, outcomes.WRONG_OUTPUT,
+                           f"the output could not be judged ({type(exc).__name__}: {exc}); counted as a failure")
 
 
 def _answers_own(exc: InfrastructureError) -> bool:
@@ -353,7 +371,7 @@ class TaskRun:
         for t, result in zip(chosen, results):
             if result is None:
                 continue
-            outcome = judge.judge(self.ctx, turn_index, t, Execution(error=result.error))
+            outcome = _judged(judge, self.ctx, turn_index, t, Execution(error=result.error))
             if state.notes:
                 outcome.extra["notes"] = "; ".join(state.notes)
             outcome.duration_s = result.duration_s
@@ -427,7 +445,7 @@ class TaskRun:
         execution = judge.execute(self.ctx, turn_index, test, state.answer.code or "")
         if judge.mode == "cumulative":
             self._cumulative.append((turn_index, test))
-        outcome = judge.judge(self.ctx, turn_index, test, execution)
+        outcome = _judged(judge, self.ctx, turn_index, test, execution)
         notes = [*state.notes, *execution.notes]
         if notes:
             outcome.extra["notes"] = "; ".join(notes)

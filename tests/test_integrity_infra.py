@@ -287,3 +287,28 @@ def test_escape_sequences_an_answer_raises_never_reach_the_terminal(pytester: py
     out = result.stdout.str()
     assert all(not x["passed"] for t in doc["tasks"] for x in t["tests"])
     assert "\x1b" not in out and "\\x1b[2K" in out  # shown, escaped
+
+
+def test_a_judge_that_raises_on_the_answers_output_fails_the_test(backend: PostgresBackend) -> None:
+    """What a judge compares is the answer's to shape: a judge that raises on it (a number no
+    decimal context holds, a line no parser expects) fails that test -- reported as the harness's
+    error, the task would leave the metrics. A judge's own InfrastructureError stays the harness's."""
+    from pytest_plsqlbench.errors import InfrastructureError
+    from pytest_plsqlbench.judges import DEFAULT, JudgeRegistry, OutputJudge
+
+    class Fragile(OutputJudge):
+        def judge(self, ctx, turn, test, execution):  # type: ignore[no-untyped-def]
+            if execution.lines == ["15"]:
+                raise ArithmeticError("no context holds this")
+            if execution.lines == ["-5"]:
+                raise InfrastructureError("the judge lost its database")
+            return super().judge(ctx, turn, test, execution)
+
+    judges = JudgeRegistry(list(DEFAULT.values()) + [Fragile()])
+    right_in_range = ("CREATE FUNCTION clamp_value(x int) RETURNS int LANGUAGE plpgsql AS $$ "
+                      "BEGIN RETURN x; END $$;")
+    report = evaluate_task(backend, clamp_task(), [right_in_range], judges=judges)
+    got = {o.test_id: (o.passed, o.failure_class) for o in report.outcomes}
+    assert got == {"t-5": (False, "infrastructure"), "t3": (True, "passed"), "t15": (False, "wrong_output")}
+    msg = next(o.message for o in report.outcomes if o.test_id == "t15")
+    assert "could not be judged" in msg and "ArithmeticError" in msg

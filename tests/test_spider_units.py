@@ -342,6 +342,20 @@ def test_strict_comparator_rules() -> None:
     assert not compare_rows(["a,b,c"], ["c,a,b"], {"columns": 2})[0]
 
 
+def test_numbers_compare_exactly_at_any_length_and_exponent() -> None:
+    """Past 28 digits the default decimal context rounded (two different numbers compared equal);
+    past an exponent of 999999 it overflowed, and the comparison crashed -- an error the run
+    counted as the harness's, leaving a wrong answer's task out of the metrics."""
+    long_a, long_b = "1" + "0" * 30 + "1", "1" + "0" * 30 + "2"
+    assert not compare_rows([long_a], [long_b], {})[0]
+    assert compare_rows([long_a], [long_a + ".000"], {})[0]
+    for huge in ("1e9999999", "1E+99999999999", "-7e-9999999"):
+        ok, why = compare_rows(["20"], [huge], {})
+        assert not ok and why
+    assert compare_rows(["1e9999999"], ["1e9999999"], {})[0]  # as text, still equal to itself
+    assert compare_rows(["20"], ["2e1"], {})[0]  # a canonical spelling of the same value
+
+
 def test_rows_keep_trailing_null_rows() -> None:
     # A one-column result whose last row is NULL: the empty last line is a row and is required.
     assert not compare_rows(["Alice", ""], ["Alice"], {})[0]
