@@ -64,9 +64,31 @@ class JudgeContext:
         return self.backend.judge_cache
 
 
+def printed(execution: Execution) -> list[str]:
+    """What a run printed (DBMS_OUTPUT, RAISE NOTICE), without the rows its queries returned:
+    what a test that runs the answer itself compares -- the prompt asks it to print, and a
+    query's rows are not printed output (a plain SELECT is not a PL/SQL answer)."""
+    if not execution.row_lines:
+        return list(execution.lines)
+    rows = set(execution.row_lines)
+    return [line for i, line in enumerate(execution.lines) if i not in rows]
+
+
 def capture(execution: Execution) -> list[str]:
-    """Output plus an error marker, so reference and candidate errors compare too."""
-    lines = list(execution.lines)
+    """Every line with where it came from, plus the error, so reference and candidate compare
+    on all three: a query's row as ``<row> ...``; ``<error CODE>`` for the error; a printed line
+    as it is, or behind a ``\\`` when it starts with ``<`` or ``\\`` -- so no printed line can
+    pass for a row, for the error marker or for the other's escape (printing ``<error P0001>``
+    is not raising P0001, and printing a value is not returning it)."""
+    rows = set(execution.row_lines)
+    lines = []
+    for i, line in enumerate(execution.lines):
+        if i in rows:
+            lines.append(f"<row> {line}")
+        elif line.startswith(("<", "\\")):
+            lines.append(f"\\{line}")
+        else:
+            lines.append(line)
     if execution.error is not None:
         lines.append(f"<error {execution.error.code or execution.error.failure_class}>")
     return lines
@@ -142,7 +164,9 @@ class OutputJudge(Judge):
         return compare_output(expected, actual)
 
     def judge(self, ctx: JudgeContext, turn: int, test: UnitTest, execution: Execution) -> TestOutcome:
-        actual = list(execution.lines)
+        # A test that runs the answer itself compares what it printed; a test's own script
+        # (``SELECT f(3)``) what it printed and returned, as written in ``expected``.
+        actual = list(execution.lines) if test.script is not None else printed(execution)
         if execution.error is not None:
             return _error_outcome(turn, test, execution, actual)
         expected = self.expected_lines(ctx, turn, test)

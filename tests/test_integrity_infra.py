@@ -312,3 +312,49 @@ def test_a_judge_that_raises_on_the_answers_output_fails_the_test(backend: Postg
     assert got == {"t-5": (False, "infrastructure"), "t3": (True, "passed"), "t15": (False, "wrong_output")}
     msg = next(o.message for o in report.outcomes if o.test_id == "t15")
     assert "could not be judged" in msg and "ArithmeticError" in msg
+
+
+def _reference_task(*tests: tuple[str, str], reference: str) -> Task:
+    units = tuple(UnitTest(tid, "reference", script) for tid, script in tests)
+    return Task(id="ref", subset="i", dialect="postgres", turns=(Turn(1, "p", units, reference=reference),),
+                entry_points=("withdraw",))
+
+
+WITHDRAW = ("CREATE FUNCTION withdraw(x int) RETURNS SETOF int LANGUAGE plpgsql AS $$ BEGIN "
+            "IF x < 0 THEN RAISE EXCEPTION 'negative' USING ERRCODE = 'P0001'; END IF; RETURN NEXT x; END $$;")
+
+
+@pytest.mark.parametrize("name,answer", [
+    # prints the harness's error marker instead of raising
+    ("prints-the-error", "CREATE FUNCTION withdraw(x int) RETURNS SETOF int LANGUAGE plpgsql AS $$ BEGIN "
+                         "IF x < 0 THEN RAISE NOTICE '<error P0001>'; RETURN; END IF; RETURN NEXT x; END $$;"),
+    # prints the value instead of returning it
+    ("prints-the-row", "CREATE FUNCTION withdraw(x int) RETURNS SETOF int LANGUAGE plpgsql AS $$ BEGIN "
+                       "IF x < 0 THEN RAISE EXCEPTION 'negative' USING ERRCODE = 'P0001'; END IF; "
+                       "RAISE NOTICE '%', x; END $$;"),
+    # prints what would pass for a tagged row
+    ("prints-a-tag", "CREATE FUNCTION withdraw(x int) RETURNS SETOF int LANGUAGE plpgsql AS $$ BEGIN "
+                     "IF x < 0 THEN RAISE EXCEPTION 'negative' USING ERRCODE = 'P0001'; END IF; "
+                     "RAISE NOTICE '<row> %', x; END $$;"),
+])
+def test_a_reference_test_tells_printed_lines_from_rows_and_errors(backend: PostgresBackend, name: str,
+                                                                    answer: str) -> None:
+    """The reference judge compared one stream of lines: a printed ``<error P0001>`` passed for
+    the error, a printed value for a returned row."""
+    task = _reference_task(("good", "SELECT * FROM withdraw(5);"), ("bad", "SELECT * FROM withdraw(-1);"),
+                           reference=WITHDRAW)
+    right = evaluate_task(backend, task, [WITHDRAW])
+    assert all(o.passed for o in right.outcomes), [o.message for o in right.outcomes]
+    report = evaluate_task(backend, task, [answer])
+    assert not all(o.passed for o in report.outcomes), (name, [(o.test_id, o.actual) for o in report.outcomes])
+
+
+def test_a_test_that_runs_the_answer_compares_what_it_printed_not_what_it_selected(backend: PostgresBackend) -> None:
+    """A test that runs the answer itself (Spider, the smoke task's printed rows) asks it to print:
+    a plain SELECT returning the right rows is not a PL/pgSQL answer, and passed."""
+    tests = (UnitTest("rows", "rows", None, ("NL,1", "UK,2")), UnitTest("lines", "output", None, ("NL,1", "UK,2")))
+    task = Task(id="print", subset="i", dialect="postgres", turns=(Turn(1, "p", tests),), answer_mode="execute")
+    selecting = "SELECT 'NL' AS c, 1 AS n UNION ALL SELECT 'UK', 2;"
+    printing = "DO $$ BEGIN RAISE NOTICE 'NL,1'; RAISE NOTICE 'UK,2'; END $$;"
+    assert [o.passed for o in evaluate_task(backend, task, [selecting]).outcomes] == [False, False]
+    assert [o.passed for o in evaluate_task(backend, task, [printing]).outcomes] == [True, True]

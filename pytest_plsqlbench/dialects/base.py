@@ -47,6 +47,10 @@ class Execution:
     """What running one script produced: output lines in order, and the first error."""
 
     lines: list[str] = field(default_factory=list)
+    #: Indexes into ``lines`` of the rows a query returned (the rest was printed: DBMS_OUTPUT,
+    #: RAISE NOTICE, or a harness marker). A printed value is not a returned one: judges that
+    #: must tell them apart read this.
+    row_lines: list[int] = field(default_factory=list)
     error: DbError | None = None
     truncated: bool = False
     duration_s: float = 0.0
@@ -72,11 +76,19 @@ class OutputCapture:
     Both dialects capture through it, so a flood of output costs the harness the cap, not memory.
     """
 
-    def __init__(self, limit: int, lines: list[str] | None = None) -> None:
+    def __init__(self, limit: int, lines: list[str] | None = None, rows: list[int] | None = None) -> None:
         self.limit = limit
         self.lines: list[str] = lines if lines is not None else []
+        #: Indexes of the lines that are rows of a query result (:meth:`append_row`).
+        self.rows: list[int] = rows if rows is not None else []
         self.chars = 0
         self.truncated = False
+
+    def append_row(self, line: str) -> None:
+        """A row of a query's result (not something printed)."""
+        if not self.truncated:
+            self.rows.append(len(self.lines))
+        self.append(line)
 
     def append(self, line: str) -> None:
         if self.truncated:

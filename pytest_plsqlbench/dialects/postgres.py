@@ -634,7 +634,7 @@ class PostgresSession(Session):
             lowered = script.lower()
             self._limit_named = any(name in lowered for name in _SESSION_ENDING)
         savepoint = "plsql_test" if isolated else "plsql_install"
-        self._out = OutputCapture(self.backend.settings.database.max_output, result.lines)
+        self._out = OutputCapture(self.backend.settings.database.max_output, result.lines, result.row_lines)
         t0 = time.monotonic()
         try:
             self._exec(f"SAVEPOINT {savepoint}")
@@ -969,7 +969,7 @@ class PostgresSession(Session):
                     void = all(col.type_code == VOID_OID for col in cur.description or ())
                 if not void and not self._out.truncated:
                     if n < MAX_ROWS:
-                        self._out.append(format_row(row))
+                        self._out.append_row(format_row(row))
                     else:  # said, as the character cap is: a cut result never reads as a whole one
                         self._out.cut(f"<result truncated at {MAX_ROWS} rows>")
         except psycopg.ProgrammingError as exc:

@@ -266,7 +266,7 @@ class OracleSession(Session):
         if not self.healthy():
             raise InfrastructureError("the candidate connection is closed")
         result = Execution()
-        self._out = OutputCapture(self.backend.settings.database.max_output, result.lines)
+        self._out = OutputCapture(self.backend.settings.database.max_output, result.lines, result.row_lines)
         statements = split(script, "oracle")
         t0 = time.monotonic()
         before = self.snapshot() if isolated or phase == "install" else None
@@ -325,7 +325,7 @@ class OracleSession(Session):
                         if n >= MAX_ROWS:  # said, as the character cap is
                             self._out.cut(f"<result truncated at {MAX_ROWS} rows>")
                             break
-                        self._out.append(",".join(format_cell(v, t) for v, t in zip(row, types)))
+                        self._out.append_row(",".join(format_cell(v, t) for v, t in zip(row, types)))
                 warning = cur.warning
             if warning is not None:
                 error = self._compile_errors(stmt, phase)
