@@ -68,10 +68,33 @@ def printed(execution: Execution) -> list[str]:
     """What a run printed (DBMS_OUTPUT, RAISE NOTICE), without the rows its queries returned:
     what a test that runs the answer itself compares -- the prompt asks it to print, and a
     query's rows are not printed output (a plain SELECT is not a PL/SQL answer)."""
-    if not execution.row_lines:
+    if not execution.row_lines:  # none, or a session that does not say
         return list(execution.lines)
     rows = set(execution.row_lines)
     return [line for i, line in enumerate(execution.lines) if i not in rows]
+
+
+def returned(execution: Execution) -> list[str]:
+    """The rows a run's queries returned, each printed line (DBMS_OUTPUT, RAISE NOTICE) kept in
+    its place as ``<printed> ...``: a test of what a query returns fails on a value printed."""
+    if execution.row_lines is None:  # a session that does not say: every line alike
+        return list(execution.lines)
+    rows = set(execution.row_lines)
+    return [line if i in rows else f"<printed> {line}" for i, line in enumerate(execution.lines)]
+
+
+#: First words of a statement that only returns rows.
+_QUERY_WORDS = frozenset({"SELECT", "WITH", "VALUES", "TABLE"})
+
+
+def _only_queries(script: str, dialect: str) -> bool:
+    from .scripts import first_keyword, split
+
+    try:
+        statements = split(script, dialect)
+    except Exception:  # noqa: BLE001 - a script the splitter cannot read is judged as written
+        return False
+    return bool(statements) and all(first_keyword(st.text).split(" ")[0] in _QUERY_WORDS for st in statements)
 
 
 def capture(execution: Execution) -> list[str]:
@@ -80,7 +103,7 @@ def capture(execution: Execution) -> list[str]:
     as it is, or behind a ``\\`` when it starts with ``<`` or ``\\`` -- so no printed line can
     pass for a row, for the error marker or for the other's escape (printing ``<error P0001>``
     is not raising P0001, and printing a value is not returning it)."""
-    rows = set(execution.row_lines)
+    rows = set(execution.row_lines or ())
     lines = []
     for i, line in enumerate(execution.lines):
         if i in rows:
@@ -164,9 +187,16 @@ class OutputJudge(Judge):
         return compare_output(expected, actual)
 
     def judge(self, ctx: JudgeContext, turn: int, test: UnitTest, execution: Execution) -> TestOutcome:
-        # A test that runs the answer itself compares what it printed; a test's own script
-        # (``SELECT f(3)``) what it printed and returned, as written in ``expected``.
-        actual = list(execution.lines) if test.script is not None else printed(execution)
+        # A test that runs the answer itself compares what it printed; a test whose script only
+        # queries (``SELECT f(3)``) what the queries returned (a value the answer prints instead
+        # is a line of its own, which no expected row equals); any other script (``CALL p()``)
+        # everything, as written in ``expected``.
+        if test.script is None:
+            actual = printed(execution)
+        elif _only_queries(test.script, ctx.task.dialect):
+            actual = returned(execution)
+        else:
+            actual = list(execution.lines)
         if execution.error is not None:
             return _error_outcome(turn, test, execution, actual)
         expected = self.expected_lines(ctx, turn, test)

@@ -358,3 +358,23 @@ def test_a_test_that_runs_the_answer_compares_what_it_printed_not_what_it_select
     printing = "DO $$ BEGIN RAISE NOTICE 'NL,1'; RAISE NOTICE 'UK,2'; END $$;"
     assert [o.passed for o in evaluate_task(backend, task, [selecting]).outcomes] == [False, False]
     assert [o.passed for o in evaluate_task(backend, task, [printing]).outcomes] == [True, True]
+
+
+def test_an_output_test_that_queries_compares_what_the_query_returned(backend: PostgresBackend) -> None:
+    """``SELECT clamp_value(15)`` expecting ``10`` is a test of what the function returns: one
+    that prints 10 and returns nothing passed. A test that calls a procedure still compares what
+    it printed."""
+    printing = ("CREATE FUNCTION clamp_value(x int) RETURNS SETOF int LANGUAGE plpgsql AS $$ BEGIN "
+                "RAISE NOTICE '%', least(greatest(x, 0), 10); END $$;")
+    report = evaluate_task(backend, clamp_task(), [printing])
+    assert [o.passed for o in report.outcomes] == [False, False, False]
+    assert report.outcomes[0].actual == ["<printed> 0"]
+    # Rows and notices of a right answer: the rows are compared, in their place.
+    chatty = ("CREATE FUNCTION clamp_value(x int) RETURNS int LANGUAGE plpgsql AS $$ BEGIN "
+              "RETURN least(greatest(x, 0), 10); END $$;")
+    assert all(o.passed for o in evaluate_task(backend, clamp_task(), [chatty]).outcomes)
+    calls = (UnitTest("p", "output", "CALL show_clamped(15);", ("10",)),)
+    task = Task(id="show", subset="i", dialect="postgres", turns=(Turn(1, "p", calls),), entry_points=("show_clamped",))
+    shows = ("CREATE PROCEDURE show_clamped(x int) LANGUAGE plpgsql AS $$ BEGIN "
+             "RAISE NOTICE '%', least(greatest(x, 0), 10); END $$;")
+    assert evaluate_task(backend, task, [shows]).outcomes[0].passed

@@ -49,8 +49,9 @@ class Execution:
     lines: list[str] = field(default_factory=list)
     #: Indexes into ``lines`` of the rows a query returned (the rest was printed: DBMS_OUTPUT,
     #: RAISE NOTICE, or a harness marker). A printed value is not a returned one: judges that
-    #: must tell them apart read this.
-    row_lines: list[int] = field(default_factory=list)
+    #: must tell them apart read this. None: the session does not say (a dialect plugin's), and
+    #: judges compare all lines alike.
+    row_lines: list[int] | None = None
     error: DbError | None = None
     truncated: bool = False
     duration_s: float = 0.0

@@ -634,6 +634,7 @@ class PostgresSession(Session):
             lowered = script.lower()
             self._limit_named = any(name in lowered for name in _SESSION_ENDING)
         savepoint = "plsql_test" if isolated else "plsql_install"
+        result.row_lines = []
         self._out = OutputCapture(self.backend.settings.database.max_output, result.lines, result.row_lines)
         t0 = time.monotonic()
         try:
