@@ -88,13 +88,13 @@ _QUERY_WORDS = frozenset({"SELECT", "WITH", "VALUES", "TABLE"})
 
 
 def _only_queries(script: str, dialect: str) -> bool:
-    from .scripts import first_keyword, split
+    from .scripts import split
 
     try:
         statements = split(script, dialect)
     except Exception:  # noqa: BLE001 - a script the splitter cannot read is judged as written
         return False
-    return bool(statements) and all(first_keyword(st.text).split(" ")[0] in _QUERY_WORDS for st in statements)
+    return bool(statements) and all(st.first_words(1) in _QUERY_WORDS for st in statements)
 
 
 def capture(execution: Execution) -> list[str]:
