@@ -67,6 +67,16 @@ HOSTILE = {
                                     "SELECT max(x) = 3 FROM bench_rows;", "t"),
     "view_renamed_onto_fixture_table": (WRONG + "CREATE VIEW v AS SELECT 3 AS x;\nALTER VIEW v RENAME TO bench_rows;",
                                         "SELECT max(x) = 3 FROM bench_rows;", "t"),
+    # CREATE TYPE ... AS RANGE also makes a multirange type and constructor functions, which the
+    # command does not report: each named like what the tests use.
+    "multirange_shadows_fixture_type": (WRONG + "CREATE TYPE r1 AS RANGE (subtype = numeric, "
+                                        "multirange_type_name = numeric_numeric_kv);", TEST_TYPE, "t"),
+    "multirange_shadows_builtin_type": (WRONG + "CREATE TYPE r2 AS RANGE (subtype = numeric, "
+                                        "multirange_type_name = int4);", "SELECT 1::int4;", "1"),
+    "range_constructor_shadows_builtin_function": (WRONG + "CREATE TYPE to_jsonb AS RANGE (subtype = numeric);",
+                                                   "SELECT 1;", "1"),
+    "range_constructor_shadows_helper_function": (WRONG + "CREATE TYPE bench_same AS RANGE (subtype = jsonb);",
+                                                  "SELECT 1;", "1"),
     "trigger_on_fixture_table": (WRONG + "CREATE FUNCTION tf() RETURNS trigger LANGUAGE plpgsql AS $$BEGIN RETURN NULL; END$$;\n"
                                  "CREATE TRIGGER tr BEFORE INSERT ON public.bench_rows FOR EACH ROW EXECUTE FUNCTION tf();",
                                  "SELECT 1;", "1"),
@@ -106,8 +116,11 @@ def test_squatting_a_name_the_tests_use_is_refused(backend: PostgresBackend, nam
         "CREATE TRIGGER tr BEFORE INSERT ON log FOR EACH ROW EXECUTE FUNCTION tf();\n"
         "CREATE TEMP TABLE scratch(x int);\nCREATE DOMAIN posint AS int CHECK (VALUE > 0);\n"
         "CREATE FUNCTION total(x numeric[]) RETURNS numeric LANGUAGE sql AS 'SELECT sum(v) FROM unnest(x) v';",
+        # a range of its own (its multirange, arrays and constructors named after it) and a table
+        "CREATE TYPE numspan AS RANGE (subtype = numeric);\nCREATE TABLE total_log(x int);\n"
+        "CREATE FUNCTION total(x numeric[]) RETURNS numeric LANGUAGE sql AS 'SELECT sum(v) FROM unnest(x) v';",
     ],
-    ids=["own_type", "own_aggregate", "own_trigger_temp_table_domain"],
+    ids=["own_type", "own_aggregate", "own_trigger_temp_table_domain", "own_range_and_table"],
 )
 def test_ordinary_answers_that_create_their_own_objects_pass(backend: PostgresBackend, answer: str) -> None:
     report = evaluate_task(backend, task("ok", "SELECT total(ARRAY[1,2]::numeric[]);", "3"), [answer])

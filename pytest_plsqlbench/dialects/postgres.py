@@ -236,8 +236,17 @@ BEGIN
   IF session_user <> {role} THEN
     RETURN;
   END IF;
-  SELECT c.object_type || ' ' || c.object_identity INTO shadow
-    FROM pg_catalog.pg_event_trigger_ddl_commands() c
+  -- What the commands made, and what a made type brought along that no command reports (a
+  -- range's multirange type and the constructor functions of both, named as the answer says).
+  WITH RECURSIVE made(classid, objid) AS (
+      SELECT d.classid, d.objid FROM pg_catalog.pg_event_trigger_ddl_commands() d
+    UNION
+      SELECT d.classid, d.objid FROM pg_catalog.pg_depend d JOIN made m ON d.refclassid = m.classid AND d.refobjid = m.objid
+       WHERE d.deptype = 'i' AND m.classid = 'pg_catalog.pg_type'::pg_catalog.regclass
+         AND d.classid IN ('pg_catalog.pg_type'::pg_catalog.regclass, 'pg_catalog.pg_proc'::pg_catalog.regclass)
+  )
+  SELECT pg_catalog.pg_describe_object(c.classid, c.objid, 0) INTO shadow
+    FROM made c
    WHERE (c.classid = 'pg_catalog.pg_proc'::pg_catalog.regclass AND EXISTS (
             SELECT 1 FROM pg_catalog.pg_proc p JOIN pg_catalog.pg_proc b ON b.proname = p.proname AND b.oid <> p.oid
              WHERE p.oid = c.objid
@@ -246,6 +255,8 @@ BEGIN
             SELECT 1 FROM pg_catalog.pg_type t JOIN pg_catalog.pg_type b ON b.typname = t.typname AND b.oid <> t.oid
              WHERE t.oid = CASE WHEN c.classid = 'pg_catalog.pg_type'::pg_catalog.regclass THEN c.objid
                                 ELSE (SELECT r.reltype FROM pg_catalog.pg_class r WHERE r.oid = c.objid) END
+               -- an array type is named after its element type, which is checked itself
+               AND t.typcategory OPERATOR(pg_catalog.<>) 'A'
                AND (b.typnamespace = 'pg_catalog'::pg_catalog.regnamespace
                     OR (b.typnamespace = 'public'::pg_catalog.regnamespace
                         AND (b.typrelid = 0 OR EXISTS (SELECT 1 FROM pg_catalog.pg_class r
