@@ -507,3 +507,32 @@ def test_the_episode_timeline_in_html_is_text_only() -> None:
     entry = {"task_id": bad, "tests": [{"passed": False, "failure_class": "wrong_output"}]}
     page = timeline_html(entry, ep)
     assert bad not in page and page.count("&lt;img") >= 10
+
+
+def test_text_no_database_can_take_is_a_malformed_action_not_the_end_of_the_episode(
+        backend: Any, task: Task, stub: StubServer) -> None:
+    """A lone surrogate (``\\ud800`` in the arguments' JSON) in a scratch query, a question or a
+    submission escaped the episode as the harness's error: infrastructure, the task left out."""
+    raw = '{"sql": "SELECT \'\\ud800\'"}'
+    stub.push(tool_call("execute_scratch", raw), tool_call("ask_user", '{"question": "why \\ud800?"}'),
+              tool_call("submit", '{"answer": "CREATE PROCEDURE p() LANGUAGE sql AS $$ SELECT \'\\ud800\' $$;"}'),
+              tool_call("submit", {"answer": "x"}))
+    rec = play(backend, task, stub)
+    assert rec.ended == "submit" and rec.submission == "x" and rec.error is None
+    assert rec.actions.get("malformed") == 3, rec.actions
+    assert all("not valid Unicode" in e["result"] for e in rec.timeline[:3])
+
+
+def test_a_refusal_ends_the_episode_as_the_models_failure(backend: Any, task: Task, stub: StubServer) -> None:
+    """A Solver can fill its own context on purpose (its actions come back in every request): the
+    provider's refusal ended the episode in error, which left the task out of the metrics. It is
+    the model's failure, as in Direct mode: an empty submission."""
+    from stub_openai import context_too_long
+
+    from pytest_plsqlbench.procarena.interactive.episode import answer_of
+
+    stub.push(tool_call("get_schema"), context_too_long())
+    rec = play(backend, task, stub)
+    assert rec.ended == "refused" and rec.submission is None
+    answer = answer_of(rec, source="model", cached=False)
+    assert answer.status == "ok" and answer.code == "" and "refused" in (answer.error or "")

@@ -95,7 +95,7 @@ class Stored:
     def write(self, episode: Mapping[str, Any]) -> None:
         try:
             self.cache.write(self.path, self.key, episode)
-        except OSError as exc:
+        except (OSError, ValueError) as exc:  # ValueError: text JSON cannot write (a lone surrogate)
             log.warning("episode cache: cannot write %s (%s); kept for this run only", self.path, exc)
 
     def lock(self) -> contextlib.AbstractContextManager[None]:

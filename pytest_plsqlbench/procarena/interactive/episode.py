@@ -24,6 +24,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Callable, Mapping, Sequence
 
 from ...answers import Answer
+from ...errors import InfrastructureError
 from ...episode import Ask
 from ...episode import Episode as Rollout
 from ...generation.client import Completion
@@ -36,7 +37,7 @@ from .tools import ENVIRONMENT, NAMES, SCHEMA, SUBMIT_ONLY, Environment, Malform
 log = logging.getLogger(__name__)
 
 #: How an episode ended.
-ENDINGS = ("submit", "budget", "step_cap", "error")
+ENDINGS = ("submit", "budget", "step_cap", "refused", "error")
 
 Solver = Callable[[Sequence[Mapping[str, Any]], Sequence[Mapping[str, Any]]], Completion]
 
@@ -131,8 +132,9 @@ def answer_of(rec: EpisodeRecord, *, source: str, cached: bool, key: str | None 
     if rec.ended == "error":
         return Answer(code=None, status="error", error=f"episode failed: {rec.error}", source=source,
                       cache_key=key, usage=usage)
+    why = f"the model refused: {rec.error}" if rec.ended == "refused" else f"no submission (episode ended: {rec.ended})"
     return Answer(code=rec.submission or "", status="ok", source=source, cache_key=key, usage=usage,
-                  error=None if rec.submission is not None else f"no submission (episode ended: {rec.ended})")
+                  error=None if rec.submission is not None else why)
 
 
 class InteractiveEpisode(Rollout):
@@ -230,7 +232,7 @@ class InteractiveEpisode(Rollout):
                         continue
                     self._tool_call(call, messages)
         except _SolverFailed as exc:
-            rec.ended, rec.error = "error", str(exc)
+            rec.ended, rec.error = ("refused" if exc.refused else "error"), str(exc)
         rec.spent = round(self.budget.spent, 4)
         rec.by_tool = {k: round(v, 4) for k, v in self.budget.by_tool.items()}
         if rec.submission is not None:
@@ -246,7 +248,10 @@ class InteractiveEpisode(Rollout):
             completion = self.solver(messages, tools)
         except ProviderError as exc:
             _add_usage(self.record.tokens["solver"], exc.usage)
-            raise _SolverFailed(str(exc)) from None
+            # A refusal (context window exceeded, content policy) is the model's own failure, as in
+            # Direct mode: a Solver can fill its context on purpose (its actions come back in every
+            # request), and an error would leave the task out of the metrics.
+            raise _SolverFailed(str(exc), refused=exc.refused) from None
         _add_usage(self.record.tokens["solver"], completion.usage)
         cost = completion.usage.get("cost_usd")
         if cost is not None:
@@ -347,6 +352,12 @@ class InteractiveEpisode(Rollout):
             return self.tools.call(name, dict(args))
         except Malformed as exc:
             return f"error: {exc}"
+        except InfrastructureError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - the Solver's action failed, not the episode
+            # What the Solver sent could not even be run (text the driver cannot encode ...): an
+            # error would end the episode as the harness's and leave the task out of the metrics.
+            return f"error: the action could not be run ({type(exc).__name__}: {str(exc)[:300]})"
 
     def _count(self, name: str) -> None:
         self.record.actions[name] = self.record.actions.get(name, 0) + 1
@@ -363,4 +374,9 @@ class InteractiveEpisode(Rollout):
 
 
 class _SolverFailed(Exception):
-    """The Solver's provider failed after retries: the episode ends in ``error``."""
+    """The Solver's provider failed after retries: the episode ends in ``error`` -- or in
+    ``refused`` when the model refused (scored as its failure, an empty submission)."""
+
+    def __init__(self, message: str, *, refused: bool = False) -> None:
+        super().__init__(message)
+        self.refused = refused

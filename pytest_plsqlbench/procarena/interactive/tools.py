@@ -76,7 +76,24 @@ def parse_arguments(raw: Any) -> dict[str, Any]:
         raise Malformed(f"arguments are not valid JSON ({exc})") from None
     if not isinstance(value, dict):
         raise Malformed("arguments must be a JSON object")
+    if _has_lone_surrogate(value):
+        # JSON's \ud800 escapes decode to text no database or file can take.
+        raise Malformed("arguments hold text that is not valid Unicode (a lone surrogate)")
     return value
+
+
+def _has_lone_surrogate(value: Any) -> bool:
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return True
+        return False
+    if isinstance(value, dict):
+        return any(_has_lone_surrogate(k) or _has_lone_surrogate(v) for k, v in value.items())
+    if isinstance(value, list):
+        return any(_has_lone_surrogate(v) for v in value)
+    return False
 
 
 def check(name: str, args: Mapping[str, Any]) -> None:
