@@ -432,7 +432,7 @@ def test_end_to_end_two_workers_and_episode_cache(tmp_path: Path, stub: StubServ
 
 
 @pytest.mark.slow
-def test_a_failed_episode_is_not_cached_and_plays_again_from_its_start(tmp_path: Path, stub: StubServer) -> None:
+def test_a_failed_episode_is_not_served_and_plays_again_from_its_start(tmp_path: Path, stub: StubServer) -> None:
     from stub_openai import error
 
     (t,) = [t for t in _tasks(INTERACTIVE, "procarena-sample-interactive") if t.id == TASK]
@@ -442,7 +442,8 @@ def test_a_failed_episode_is_not_cached_and_plays_again_from_its_start(tmp_path:
     assert stub.count == 2 and "infrastructure" in proc.stdout.lower(), proc.stdout[-2000:]
     doc = json.loads((tmp_path / "r1.json").read_text())
     assert doc["tasks"][0]["answers"][0]["status"] == "error"
-    assert not list((tmp_path / "cache" / "episodes").rglob("*.json"))
+    (kept,) = list((tmp_path / "cache" / "episodes").rglob("*.json"))  # its count of failed runs only
+    assert json.loads(kept.read_text())["episode"]["failed_runs"] == 1
     stub.default = responder([t])
     proc = run(tmp_path, stub, *args, f"--plsql-results={tmp_path / 'r2.json'}")
     assert proc.returncode == 0, proc.stdout[-2000:]
@@ -536,3 +537,23 @@ def test_a_refusal_ends_the_episode_as_the_models_failure(backend: Any, task: Ta
     assert rec.ended == "refused" and rec.submission is None
     answer = answer_of(rec, source="model", cached=False)
     assert answer.status == "ok" and answer.code == "" and "refused" in (answer.error or "")
+
+
+def test_an_episode_the_provider_fails_run_after_run_is_the_models_failure(tmp_path: Path, stub: StubServer) -> None:
+    """As in Direct mode: a provider error is the harness's trouble while a run may still ask
+    again, and counted as not generated (scored) from the third run that asked; else a model --
+    or the server in front of it -- could leave out every task it cannot solve by failing on it."""
+    from stub_openai import malformed
+
+    stub.default = malformed()
+    args = ("--subset", "procarena-sample-interactive", "--plsql-task", TASK, "--plsql-retries=0", "-n", "0")
+    statuses = []
+    for n in range(1, 4):
+        run(tmp_path, stub, *args, f"--plsql-results={tmp_path / f'r{n}.json'}")
+        doc = json.loads((tmp_path / f"r{n}.json").read_text())
+        statuses.append(doc["tasks"][0]["answers"][0]["status"])
+    assert statuses == ["error", "error", "not_generated"]
+    classes = {r["failure_class"] for r in doc["tasks"][0]["tests"]}
+    assert classes == {"not_generated"}
+    (metrics,) = doc["subsets"].values()
+    assert metrics["tasks"] == 1 and not metrics.get("excluded_tasks"), metrics

@@ -81,6 +81,9 @@ class EpisodeRecord:
     budget_limit: float
     max_steps: int
     ended: str = "submit"
+    #: Runs in a row whose episode ended in ``error`` (its provider failed), this one included: an
+    #: error episode is kept only for this count, and played again by the next run that asks.
+    failed_runs: int = 0
     final_turn: str | None = None
     error: str | None = None
     submission: str | None = None
@@ -130,6 +133,14 @@ def answer_of(rec: EpisodeRecord, *, source: str, cached: bool, key: str | None 
                       "completion_tokens": rec.tokens["solver"]["completion"], "cost_usd": rec.cost_usd,
                       "cached": cached, "status": "error" if rec.ended == "error" else "ok"})
     if rec.ended == "error":
+        from ...generation.cache import MAX_GENERATIONS
+
+        if rec.failed_runs >= MAX_GENERATIONS:
+            # As in Direct mode: else a model -- or the server in front of it -- could leave out
+            # every task it cannot solve by failing on it, run after run.
+            why = (f"the provider failed on this episode in {rec.failed_runs} runs, the most the regeneration "
+                   f"policy asks ({rec.error}): counted as not generated, a failure of the model")
+            return Answer(code=None, status="not_generated", error=why, source=source, cache_key=key, usage=usage)
         return Answer(code=None, status="error", error=f"episode failed: {rec.error}", source=source,
                       cache_key=key, usage=usage)
     why = f"the model refused: {rec.error}" if rec.ended == "refused" else f"no submission (episode ended: {rec.ended})"
@@ -166,23 +177,27 @@ class InteractiveEpisode(Rollout):
         return True
 
     def answer(self) -> Answer:
-        """From the episode cache, else played now on the scratch copy (and cached unless it failed)."""
+        """From the episode cache, else played now on the scratch copy and cached (one that failed
+        only with its count of failed runs: never served, played again)."""
         store = self.store
         if store is None:
             return answer_of(self._played(), source="model", cached=False)
         found = store.read()
-        if found is not None:
+        if found is not None and found.get("ended") != "error":
             return answer_of(EpisodeRecord.from_dict(found), source="cache", cached=True, key=store.key)
         if store.cache_only:
             return Answer.missing(f"no cached episode for {self.task.subset}/{self.task.id} in {store.path.parent} "
                                   "(--plsql-cache-only never calls the model)", source="cache")
         with store.lock():
             found = store.read()
-            if found is not None:
+            if found is not None and found.get("ended") != "error":
                 return answer_of(EpisodeRecord.from_dict(found), source="cache", cached=True, key=store.key)
+            failed_before = int(found.get("failed_runs") or 0) if found is not None else 0
             record = self._played()
-            if record.ended != "error":
-                store.write(record.to_dict())
+            if record.ended == "error":
+                # Kept for its count only: the next run that asks plays the episode again.
+                record.failed_runs = failed_before + 1
+            store.write(record.to_dict())
         return answer_of(record, source="model", cached=False, key=store.key)
 
     def _played(self) -> EpisodeRecord:
