@@ -167,6 +167,9 @@ def test_the_reference_runs_first_of_all_and_keeps_that_state() -> None:
     assert kept[0] == ("g", True) and got["gold"].first_run is not None
     assert got["gold"].first_run.state == "state after g #1"
     assert not any(k for _, k in kept[1:3])  # the other warm-ups keep nothing
+    measured = kept[3:]
+    assert [k for c, k in measured if c == "c"] == [True, True]  # every measured run of the candidate
+    assert not any(k for c, k in measured if c != "c")  # gold's state is its first run's, read once
     kept.clear()
     got = timing.measure(run, {"gold": "g", "candidate": "c"}, 2, warmup=0, reference="gold")
     assert got["gold"].first_run is got["gold"].runs[0] and kept[0] == ("g", True)

@@ -98,10 +98,11 @@ def rotation(labels: Sequence[str], repeats: int) -> list[list[str]]:
 def measure(run: Callable[[str, bool], Run], contenders: Mapping[str, str], repeats: int,
             warmup: int = 2, checked: Sequence[str] = (), reference: str | None = None) -> dict[str, Measurement]:
     """Time every contender ``repeats`` times in rotating order; ``run(code, keep_state)`` performs
-    one run, keeping its final state for the contender's first measured run, and for every
-    measured run of the ``checked`` contenders (the candidate: an answer can tell its runs apart --
-    statistics counters and row versions outlive the rollback between runs -- so each run whose
-    time counts must be shown to leave gold's state, not only the first).
+    one run, keeping its final state for the contender's first measured run (without a
+    ``reference``), and for every measured run of the ``checked`` contenders (the candidate: an
+    answer can tell its runs apart -- statistics counters and row versions outlive the rollback
+    between runs -- so each run whose time counts must be shown to leave gold's state, not only
+    the first).
 
     ``warmup`` unmeasured rounds come first: the first runs after scaling meet cold caches, and
     tables and indexes that rolled-back runs have not yet grown -- the planner sees their current
@@ -134,13 +135,17 @@ def measure(run: Callable[[str, bool], Run], contenders: Mapping[str, str], repe
                     out[label].first_run = warm
                 if warm.timed_out:
                     out[label].runs.append(warm)
-    for turn in rotation(list(contenders), repeats):
+    for turn in rotation(order, repeats):
         for label in turn:
             if label not in stopped:
-                result = once(label, not out[label].runs or label in checked)
+                first_of_reference = label == reference and out[label].first_run is None  # no warm-up round
+                # With a reference, its first run is the state every check uses: no other
+                # contender's first measured run need be read at scale as well.
+                keep = label in checked or first_of_reference or (reference is None and not out[label].runs)
+                result = once(label, keep)
                 out[label].runs.append(result)
-                if label == reference and out[label].first_run is None:
-                    out[label].first_run = result  # no warm-up round
+                if first_of_reference:
+                    out[label].first_run = result
     return out
 
 
