@@ -85,6 +85,12 @@ class OutputCapture:
         self.chars = 0
         self.truncated = False
 
+    @classmethod
+    def into(cls, execution: Execution, limit: int) -> OutputCapture:
+        """A capture writing into ``execution``: its lines, and which of them are rows."""
+        execution.row_lines = []
+        return cls(limit, execution.lines, execution.row_lines)
+
     def append_row(self, line: str) -> None:
         """A row of a query's result (not something printed)."""
         if not self.truncated:

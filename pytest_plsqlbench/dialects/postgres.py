@@ -645,8 +645,7 @@ class PostgresSession(Session):
             lowered = script.lower()
             self._limit_named = any(name in lowered for name in _SESSION_ENDING)
         savepoint = "plsql_test" if isolated else "plsql_install"
-        result.row_lines = []
-        self._out = OutputCapture(self.backend.settings.database.max_output, result.lines, result.row_lines)
+        self._out = OutputCapture.into(result, self.backend.settings.database.max_output)
         t0 = time.monotonic()
         try:
             self._exec(f"SAVEPOINT {savepoint}")

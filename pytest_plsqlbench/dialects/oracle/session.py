@@ -266,8 +266,7 @@ class OracleSession(Session):
         if not self.healthy():
             raise InfrastructureError("the candidate connection is closed")
         result = Execution()
-        result.row_lines = []
-        self._out = OutputCapture(self.backend.settings.database.max_output, result.lines, result.row_lines)
+        self._out = OutputCapture.into(result, self.backend.settings.database.max_output)
         statements = split(script, "oracle")
         t0 = time.monotonic()
         before = self.snapshot() if isolated or phase == "install" else None
