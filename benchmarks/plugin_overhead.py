@@ -16,7 +16,12 @@ included), which shows when a run is bound by the cores rather than by waiting. 
 runs both worker counts interleaved with the bare loop and prints the ``-n 2 / -n 0`` wall
 ratio; ``--first-item`` times instead how long after process start the first smoke item runs.
 
-Usage: ``python benchmarks/plugin_overhead.py [--subset smoke] [-n 0[,2]] [--repeat 3] [--first-item] [-- extra pytest args]``
+Beside them, pytest's own floor: as many no-op parametrized tests as the subset has unit tests,
+run with the same options and worker counts but without this plugin (``--no-floor`` skips it).
+What pytest costs per item with nothing to do bounds what any plugin can reach, and the floor's
+``-n 2 / -n 0`` shows whether the machine can scale pytest's per-item work at all.
+
+Usage: ``python benchmarks/plugin_overhead.py [--subset smoke] [-n 0[,2]] [--repeat 3] [--no-floor] [--first-item] [-- extra pytest args]``
 (e.g. ``--subset mbpp-plus -n 0,2 -- --plsql-source mbppplus=../shared/data/mbppplus/MbppPlus.jsonl``).
 """
 
@@ -144,6 +149,33 @@ def plugin(subset: str, workers: str, extra: list[str]) -> PluginRun:
     return run
 
 
+#: The floor's test module: one no-op test, parametrized as many times as the subset has tests.
+_FLOOR_TEST = """import os
+import pytest
+
+@pytest.mark.parametrize("i", range(int(os.environ["BENCH_FLOOR_ITEMS"])))
+def test_noop(i):
+    pass
+"""
+
+
+def floor(items: int, workers: str) -> float:
+    """Wall seconds of pytest running ``items`` no-op tests with the plugin's run options, without the plugin."""
+    with tempfile.TemporaryDirectory() as tmp:
+        Path(tmp, "test_floor.py").write_text(_FLOOR_TEST)
+        env = dict(os.environ, BENCH_FLOOR_ITEMS=str(items))
+        t0 = time.perf_counter()
+        proc = subprocess.run(
+            [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:plsqlbench",
+             "-n", workers, "test_floor.py"],
+            cwd=tmp, capture_output=True, text=True, env=env,
+        )
+        elapsed = time.perf_counter() - t0
+    if proc.returncode != 0:
+        sys.exit(f"floor run failed:\n{proc.stdout[-2000:]}\n{proc.stderr[-2000:]}")
+    return elapsed
+
+
 def first_item(extra: list[str], repeat: int) -> None:
     """Seconds from launching ``pytest --subset smoke -n 0`` to its first item (start included)."""
     runs = [plugin("smoke", "0", extra).first_item for _ in range(repeat)]
@@ -163,6 +195,8 @@ def main() -> None:
     parser.add_argument("-n", dest="workers", default="0",
                         help="worker counts, comma-separated: '-n 0,2' runs both side by side and compares their walls")
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--no-floor", action="store_true",
+                        help="do not time pytest's floor (the same number of no-op tests without the plugin)")
     parser.add_argument("--first-item", action="store_true",
                         help="instead: time from process start to the first smoke item")
     args, extra = parser.parse_known_args()
@@ -173,6 +207,7 @@ def main() -> None:
     counts = [w.strip() for w in args.workers.split(",") if w.strip()]
     bare_runs: list[float] = []
     runs: dict[str, list[PluginRun]] = {w: [] for w in counts}
+    floors: dict[str, list[float]] = {w: [] for w in counts}
     statements = tests = 0
     for _ in range(args.repeat):
         # Interleaved, so both sides see the same load on a shared machine.
@@ -180,6 +215,8 @@ def main() -> None:
         bare_runs.append(seconds)
         for w in counts:
             runs[w].append(plugin(args.subset, w, extra))
+            if not args.no_floor:
+                floors[w].append(floor(tests, w))
     b = statistics.median(bare_runs)
     print(f"subset {args.subset}: {tests} unit tests, {statements} statements, median of {args.repeat} runs")
     print(f"bare psycopg loop (incl. server start): {b:7.2f} s")
@@ -204,10 +241,19 @@ def main() -> None:
         machine = (f"; whole machine busy {last.machine_cpu:.1f} CPU s of {last.wall * (os.cpu_count() or 1):.1f} "
                    f"available ({os.cpu_count()} cores x wall)" if last.machine_cpu is not None else "")
         print(f"  CPU (last run): {cpus}{machine}")
+        if floors[w]:
+            f = statistics.median(floors[w])
+            print(f"  pytest floor -n {w} ({tests} no-op tests, no plugin): {f:7.2f} s  floor / bare: {f / b:.2f}  "
+                  f"plugin / floor: {p / f:.2f}  plugin per item over the floor: {(p - f) / max(tests, 1) * 1e6:.0f} us")
     if "0" in walls and len(walls) > 1:
         for w, p in walls.items():
             if w != "0":
-                print(f"wall -n {w} / -n 0: {p / walls['0']:.2f} (target <= {SCALING_TARGET:g})")
+                line = f"wall -n {w} / -n 0: {p / walls['0']:.2f} (target <= {SCALING_TARGET:g})"
+                if floors[w] and floors["0"]:
+                    # pytest alone, same items: what the machine allows any plugin.
+                    ratio = statistics.median(floors[w]) / statistics.median(floors["0"])
+                    line += f"; pytest's floor alone: {ratio:.2f}"
+                print(line)
 
 
 if __name__ == "__main__":
