@@ -11,7 +11,9 @@ task runs inside the task's scope and nothing leaks to the next task.
 
 from __future__ import annotations
 
+import functools
 import logging
+import os
 import re
 from pathlib import Path
 from typing import Any, Iterable, Sequence
@@ -151,6 +153,8 @@ class TaskNode(pytest.Collector):
         self._children: list[PlsqlItem] = []
         #: Why the task's fixtures could not be loaded (a data error), if so.
         self.fixture_error: str | None = None
+        #: Its items' location path, relative to the root (``PlsqlItem.location``).
+        self.relpath: str | None = None
 
     def collect(self) -> Iterable[pytest.Item]:
         return self._children
@@ -230,6 +234,17 @@ class PlsqlItem(pytest.Item):
     def reportinfo(self) -> tuple[Path | str, int | None, str]:
         # A line number (not None): pytest's skip/skipif reporting asserts one exists.
         return self.path, 0, self.nodeid
+
+    @functools.cached_property
+    def location(self) -> tuple[str, int | None, str]:
+        """pytest's ``Item.location`` (from :meth:`reportinfo`), with the path part worked out
+        once per task: an item shares its task's path, and MBPP+ has ~100 items a task."""
+        node = self.task_node
+        if node.path != self.path:
+            return super().location
+        if node.relpath is None:
+            node.relpath = self.session._node_location_to_relpath(Path(os.path.abspath(self.path)))  # noqa: SLF001
+        return (node.relpath, 0, self.nodeid)
 
 
 #: Characters of a failure message shown in the terminal report and JUnit (an answer controls it).

@@ -8,6 +8,7 @@ compared, and shipped between processes.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
@@ -39,6 +40,7 @@ AnswerMode = Literal["install", "execute"]
 _SAFE_ID = re.compile(r"[^A-Za-z0-9_.+\-]+")
 
 
+@functools.lru_cache(maxsize=4096)  # every item's record asks for its task's
 def safe_id(text: str) -> str:
     """A node-id-safe spelling of a dataset id (``Mbpp/2`` -> ``Mbpp-2``)."""
     return _SAFE_ID.sub("-", text).strip("-") or "_"

@@ -125,3 +125,33 @@ def test_the_watchdog_wakes_for_an_earlier_deadline_and_not_for_each_later_one()
         assert 0.9 <= cancels[0] - t0 < 2.0
     finally:
         dog.stop()
+
+
+LOCATION_CONFTEST = '''
+import json
+import pytest
+
+def pytest_collection_finish(session):
+    rows = []
+    for item in session.items:
+        mine = item.location
+        pytests = pytest.Item.location.func(item)  # pytest's own definition, from reportinfo()
+        rows.append([item.nodeid, list(mine), list(pytests)])
+    with open("locations.json", "w") as f:
+        json.dump(rows, f)
+'''
+
+
+def test_an_items_location_is_pytests_own_worked_out_once_per_task(pytester: pytest.Pytester) -> None:
+    """``PlsqlItem.location`` reuses its task's path instead of resolving it for every item; it
+    must be exactly what pytest's ``Item.location`` gives (the terminal, JUnit and ``-rf`` read it)."""
+    import json
+
+    pytester.makeconftest(LOCATION_CONFTEST)
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--subset", "smoke", "--collect-only", "-q")
+    assert result.ret == pytest.ExitCode.OK
+    rows = json.loads((pytester.path / "locations.json").read_text())
+    assert len(rows) > 20
+    for nodeid, mine, pytests in rows:
+        assert mine == pytests, nodeid
+        assert mine[2] == nodeid

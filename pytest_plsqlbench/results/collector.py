@@ -170,7 +170,10 @@ class ResultsCollector:
             self._item_parts[nodeid] = (nodeid, report.keywords, report.location)
         else:
             shared_id, keywords, location = first
-            report.nodeid = shared_id
+            if "nodeid" in report.__dict__:
+                # A plain string: one for the three reports. (pytest 9.2 keeps a parsed id behind
+                # a property instead, which setting would only parse again.)
+                report.nodeid = shared_id
             if report.keywords == keywords:
                 report.keywords = keywords
             if report.location == location:
