@@ -243,7 +243,7 @@ class PlsqlItem(pytest.Item):
         if node.path != self.path:
             return super().location
         if node.relpath is None:
-            node.relpath = self.session._node_location_to_relpath(Path(os.path.abspath(self.path)))  # noqa: SLF001
+            node.relpath = self.session._node_location_to_relpath(Path(os.path.abspath(self.path)))
         return (node.relpath, 0, self.nodeid)
 
 
