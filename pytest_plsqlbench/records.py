@@ -10,6 +10,7 @@ facts, the first of a turn its answer, the first of a worker its environment.
 from __future__ import annotations
 
 import copy
+import functools
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
@@ -117,10 +118,10 @@ class ItemRecord:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> ItemRecord:
-        known = {f.name for f in fields(cls)}
+        known = _field_names(cls)  # an xdist controller reads one record per item
         kwargs = {k: v for k, v in data.items() if k in known}
         if isinstance(kwargs.get("task"), Mapping):
-            facts = {f.name for f in fields(TaskFacts)}
+            facts = _field_names(TaskFacts)
             kwargs["task"] = TaskFacts(**{k: v for k, v in kwargs["task"].items() if k in facts})
         kwargs.setdefault("node", data.get("node") or "")
         return cls(**kwargs)
@@ -132,3 +133,8 @@ class ItemRecord:
 
 
 _RECORD_FIELDS = tuple(f.name for f in fields(ItemRecord))
+
+
+@functools.cache
+def _field_names(cls: type) -> frozenset[str]:
+    return frozenset(f.name for f in fields(cls))
