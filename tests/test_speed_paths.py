@@ -11,6 +11,7 @@ import threading
 import time
 from typing import Iterator
 
+import psycopg
 import pytest
 
 from pytest_plsqlbench.dialects.postgres import PostgresBackend
@@ -129,6 +130,7 @@ def test_the_watchdog_wakes_for_an_earlier_deadline_and_not_for_each_later_one()
 
 LOCATION_CONFTEST = '''
 import json
+import psycopg
 import pytest
 
 def pytest_collection_finish(session):
@@ -155,3 +157,30 @@ def test_an_items_location_is_pytests_own_worked_out_once_per_task(pytester: pyt
     for nodeid, mine, pytests in rows:
         assert mine == pytests, nodeid
         assert mine[2] == nodeid
+
+
+def test_the_end_of_a_task_discards_its_session_state_in_one_round_trip_on_the_same_connection(
+    backend: PostgresBackend,
+) -> None:
+    """``ROLLBACK``, ``DISCARD ALL`` and the statistics flush go as one pipeline, each alone
+    between sync points: what a rollback leaves (a prepared statement, a session advisory lock)
+    is gone, the transaction is over, and the connection is the same one (a failed pipeline
+    would have been replaced by a new connection, which would hide a ``DISCARD ALL`` that never ran)."""
+    session = backend.session()
+    session.begin_task()
+    pid = session.backend_pid
+    assert session.conn is not None
+    session.conn.execute("PREPARE leftover AS SELECT 1")
+    session.conn.execute("SELECT pg_advisory_lock(4242)")
+    session.end_task()
+    assert session.conn.info.backend_pid == pid
+    assert session.conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
+    with pytest.raises(psycopg.errors.InvalidSqlStatementName):
+        session.conn.execute("EXECUTE leftover")
+    held = session.conn.execute(
+        "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND pid = pg_backend_pid()").fetchone()
+    assert held == ("0",)
+    # The session is usable for the next task as before.
+    session.begin_task()
+    session.end_task()
+    assert session.conn.info.backend_pid == pid

@@ -586,6 +586,37 @@ class PostgresSession(Session):
                 raise self._lost_error(exc, "between statements") from exc
             raise _SessionBroken(f"harness statement failed: {_clip_text(str(exc).strip())}") from exc
 
+    def _exec_each(self, queries: Sequence[bytes]) -> None:
+        """Run harness statements one after another, each alone, in one round trip.
+
+        Pipelined, with a sync point after each: every statement is its own implicit
+        transaction, as when each is sent on its own (so ``DISCARD ALL``, which refuses a
+        transaction block, may be one of them). A failure raises as :meth:`_exec` does, after all
+        were tried; the caller then starts a new connection, whatever state this one is in.
+        """
+        assert self.conn is not None
+        pgconn = self.conn.pgconn
+        ok = (psycopg.pq.ExecStatus.COMMAND_OK, psycopg.pq.ExecStatus.TUPLES_OK)
+        failed: str | None = None
+        try:
+            pgconn.enter_pipeline_mode()
+            for query in queries:
+                pgconn.send_query_params(query, None)
+                pgconn.pipeline_sync()
+            _flush(pgconn)
+            for query in queries:
+                res = _pipeline_result(pgconn)
+                _pipeline_sync(pgconn)
+                if res.status not in ok and failed is None:
+                    failed = f"{query.decode()}: {(res.error_message or b'').decode(errors='replace').strip()}"
+            pgconn.exit_pipeline_mode()
+        except (psycopg.Error, _PipelineBroken) as exc:
+            if self._lost():
+                raise self._lost_error(exc, "between statements") from exc
+            raise _SessionBroken(f"harness statements failed: {_clip_text(str(exc).strip())}") from exc
+        if failed is not None:
+            raise _SessionBroken(f"harness statement failed: {_clip_text(failed)}")
+
     # ----------------------------------------------------------------- task scope
     def begin_task(self) -> None:
         if self.conn is None or self.conn.closed:
@@ -615,15 +646,15 @@ class PostgresSession(Session):
         if self.conn is None or self.conn.closed:
             self.connect()
             return
+        ending = [b"ROLLBACK", b"DISCARD ALL"]
+        if self.conn.info.server_version >= 150000:
+            # The backend's pending statistics (``pg_stat_get_xact_*``, readable by anyone)
+            # outlive a transaction until flushed, at most once a second: the next scope on
+            # this connection -- the candidate's, after gold's -- would read how many rows
+            # the last one wrote in each table. Flushed when the connection next goes idle.
+            ending.append(b"SELECT pg_catalog.pg_stat_force_next_flush()")
         try:
-            self._exec("ROLLBACK")
-            self._exec("DISCARD ALL")
-            if self.conn.info.server_version >= 150000:
-                # The backend's pending statistics (``pg_stat_get_xact_*``, readable by anyone)
-                # outlive a transaction until flushed, at most once a second: the next scope on
-                # this connection -- the candidate's, after gold's -- would read how many rows
-                # the last one wrote in each table. Flushed when the connection next goes idle.
-                self._exec("SELECT pg_catalog.pg_stat_force_next_flush()")
+            self._exec_each(ending)
         except InfrastructureError:
             self.connect()
         self._in_task = False
