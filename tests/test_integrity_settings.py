@@ -143,3 +143,23 @@ def test_poisoned_settings_through_the_plugin(pytester: pytest.Pytester) -> None
         assert tests[(tid, "wrong")]["failure_class"] == "wrong_output", tests[(tid, "wrong")]
     assert tests[("canary", "settings")]["passed"], tests[("canary", "settings")]
     assert doc["subsets"]["poison"]["excluded_tasks"] == []
+
+
+def test_random_numbers_the_last_task_seeded_do_not_reach_the_next(backend: PostgresBackend) -> None:
+    """``DISCARD ALL`` does not reset ``random()``'s generator: an answer that seeds it would
+    choose (or know) the random values of the next task on the connection. The end of a task
+    seeds it afresh, as a new connection would be (found by a red-team review)."""
+    after_seed = "SELECT setseed(0.5); SELECT random();"
+    probe = "SELECT random();"
+    # What the first random() is right after setseed(0.5), on this server.
+    report = evaluate_task(backend, task("seeded", [("value", after_seed, ("-",))]), ["SELECT 1;"])
+    seeded_value = report.outcomes[0].actual[-1]
+    assert seeded_value and seeded_value != "-"
+    firsts = []
+    for n in range(3):
+        # The answer seeds the generator at install; the next task reads it.
+        evaluate_task(backend, task(f"seeds-{n}", [("t", "SELECT 1;", ("1",))]), ["SELECT setseed(0.5);"])
+        nxt = evaluate_task(backend, task(f"reads-{n}", [("t", probe, ("-",))]), ["SELECT 1;"])
+        firsts.append(nxt.outcomes[0].actual[-1])
+    assert seeded_value not in firsts
+    assert len(set(firsts)) == 3  # a fresh seed each time, not one fixed value

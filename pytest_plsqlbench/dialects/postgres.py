@@ -646,7 +646,11 @@ class PostgresSession(Session):
         if self.conn is None or self.conn.closed:
             self.connect()
             return
-        ending = [b"ROLLBACK", b"DISCARD ALL"]
+        # DISCARD ALL leaves random()'s generator as the answer seeded it (``setseed``): seeded
+        # afresh from a strong source, as a new connection would be, so the next task's random
+        # values are neither the last one's choice nor predictable from it.
+        seed = secrets.randbelow(2**52) / 2**51 - 1.0
+        ending = [b"ROLLBACK", b"DISCARD ALL", f"SELECT pg_catalog.setseed({seed!r})".encode()]
         if self.conn.info.server_version >= 150000:
             # The backend's pending statistics (``pg_stat_get_xact_*``, readable by anyone)
             # outlive a transaction until flushed, at most once a second: the next scope on
