@@ -578,13 +578,18 @@ class PostgresSession(Session):
             # Bytes: the harness's statements never depend on the client encoding in force.
             self.conn.execute(query.encode() if isinstance(query, str) else query)
         except (psycopg.Error, UnicodeError) as exc:
-            lost = self._lost()
-            if lost and getattr(exc, "sqlstate", None) in _ANSWER_FATAL:
-                raise _EndedByAnswer(f"the answer's own session limit ended its connection: {_clip_text(str(exc).strip())}",
-                                     getattr(exc, "sqlstate", None)) from exc
-            if lost:
-                raise self._lost_error(exc, "between statements") from exc
-            raise _SessionBroken(f"harness statement failed: {_clip_text(str(exc).strip())}") from exc
+            raise self._harness_failure(exc) from exc
+
+    def _harness_failure(self, exc: BaseException) -> InfrastructureError:
+        """What a harness statement's failure is: the answer's own session limit ended the
+        connection, the connection was lost, or (live) the answer left the session unusable."""
+        lost = self._lost()
+        if lost and getattr(exc, "sqlstate", None) in _ANSWER_FATAL:
+            return _EndedByAnswer(f"the answer's own session limit ended its connection: {_clip_text(str(exc).strip())}",
+                                  getattr(exc, "sqlstate", None))
+        if lost:
+            return self._lost_error(exc, "between statements")
+        return _SessionBroken(f"harness statement failed: {_clip_text(str(exc).strip())}")
 
     def _exec_each(self, queries: Sequence[bytes]) -> None:
         """Run harness statements one after another, each alone, in one round trip.
@@ -611,9 +616,7 @@ class PostgresSession(Session):
                     failed = f"{query.decode()}: {(res.error_message or b'').decode(errors='replace').strip()}"
             pgconn.exit_pipeline_mode()
         except (psycopg.Error, _PipelineBroken) as exc:
-            if self._lost():
-                raise self._lost_error(exc, "between statements") from exc
-            raise _SessionBroken(f"harness statements failed: {_clip_text(str(exc).strip())}") from exc
+            raise self._harness_failure(exc) from exc
         if failed is not None:
             raise _SessionBroken(f"harness statement failed: {_clip_text(failed)}")
 
