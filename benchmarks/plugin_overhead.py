@@ -127,16 +127,10 @@ def plugin(subset: str, workers: str, extra: list[str]) -> PluginRun:
     with tempfile.TemporaryDirectory() as empty, tempfile.TemporaryDirectory() as probe:
         env = dict(os.environ, BENCH_PROBE_DIR=probe,
                    PYTHONPATH=os.pathsep.join(p for p in (HERE, os.environ.get("PYTHONPATH")) if p))
-        t0, wall0, busy0 = time.perf_counter(), time.time(), _machine_busy()
-        proc = subprocess.run(
-            [sys.executable, "-m", "pytest", "--subset", subset, "--plsql-model=reference", "-q",
-             "-p", "no:cacheprovider", "-p", "run_probe", "-n", workers, *extra],
-            cwd=empty, capture_output=True, text=True, env=env,
-        )
-        elapsed = time.perf_counter() - t0
+        wall0, busy0 = time.time(), _machine_busy()
+        elapsed = _pytest("plugin", ["--subset", subset, "--plsql-model=reference", "-p", "run_probe",
+                                     "-n", workers, *extra], empty, env)
         busy1 = _machine_busy()
-        if proc.returncode != 0:
-            sys.exit(f"plugin run failed:\n{proc.stdout[-2000:]}\n{proc.stderr[-2000:]}")
         run = PluginRun(elapsed)
         if busy0 is not None and busy1 is not None:
             run.machine_cpu = busy1 - busy0
@@ -164,15 +158,17 @@ def floor(items: int, workers: str) -> float:
     with tempfile.TemporaryDirectory() as tmp:
         Path(tmp, "test_floor.py").write_text(_FLOOR_TEST)
         env = dict(os.environ, BENCH_FLOOR_ITEMS=str(items))
-        t0 = time.perf_counter()
-        proc = subprocess.run(
-            [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:plsqlbench",
-             "-n", workers, "test_floor.py"],
-            cwd=tmp, capture_output=True, text=True, env=env, check=False,
-        )
-        elapsed = time.perf_counter() - t0
+        return _pytest("floor", ["-p", "no:plsqlbench", "-n", workers, "test_floor.py"], tmp, env)
+
+
+def _pytest(what: str, args: list[str], cwd: str, env: dict[str, str]) -> float:
+    """Wall seconds of ``pytest -q -p no:cacheprovider ARGS`` in a subprocess, start included; a failed run ends the benchmark."""
+    t0 = time.perf_counter()
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *args],
+                          cwd=cwd, capture_output=True, text=True, env=env, check=False)
+    elapsed = time.perf_counter() - t0
     if proc.returncode != 0:
-        sys.exit(f"floor run failed:\n{proc.stdout[-2000:]}\n{proc.stderr[-2000:]}")
+        sys.exit(f"{what} run failed:\n{proc.stdout[-2000:]}\n{proc.stderr[-2000:]}")
     return elapsed
 
 
