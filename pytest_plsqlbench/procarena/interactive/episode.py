@@ -183,14 +183,14 @@ class InteractiveEpisode(Rollout):
         if store is None:
             return answer_of(self._played(), source="model", cached=False)
         found = store.read()
-        if found is not None and found.get("ended") != "error":
+        if _servable(found):
             return answer_of(EpisodeRecord.from_dict(found), source="cache", cached=True, key=store.key)
         if store.cache_only:
             return Answer.missing(f"no cached episode for {self.task.subset}/{self.task.id} in {store.path.parent} "
                                   "(--plsql-cache-only never calls the model)", source="cache")
         with store.lock():
             found = store.read()
-            if found is not None and found.get("ended") != "error":
+            if _servable(found):
                 return answer_of(EpisodeRecord.from_dict(found), source="cache", cached=True, key=store.key)
             failed_before = int(found.get("failed_runs") or 0) if found is not None else 0
             record = self._played()
@@ -386,6 +386,12 @@ class InteractiveEpisode(Rollout):
         if malformed:
             entry["malformed"] = True
         self.record.timeline.append(entry)
+
+
+def _servable(found: Mapping[str, Any] | None) -> bool:
+    """A cached episode a run may use: one that ended in ``error`` is kept only for its count of
+    failed runs, and played again."""
+    return found is not None and found.get("ended") != "error"
 
 
 class _SolverFailed(Exception):
