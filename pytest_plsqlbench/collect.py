@@ -45,7 +45,22 @@ scope_of = nodeids.scope_of
 
 
 def marker_name(text: str) -> str:
+    """``text`` as part of a marker name (``My.Set-2`` -> ``my_set_2``): an identifier that
+    ``-m`` expressions and ``--strict-markers`` registration both take as is."""
     return re.sub(r"[^A-Za-z0-9_]+", "_", text).strip("_").lower() or "_"
+
+
+def subset_marker(subset: str) -> str:
+    """The marker of a subset's items (``subset_my_set`` for ``My.Set``), whatever characters the
+    subset's name has: the one spelling registered and applied."""
+    return f"subset_{marker_name(subset)}"
+
+
+def task_markers(task: Task) -> tuple[str, ...]:
+    """Every marker a task's items carry: what :func:`_decorate` applies and the plugin registers
+    (so ``--strict-markers`` accepts exactly these)."""
+    return ("plsql", subset_marker(task.subset), f"dialect_{task.dialect}",
+            "multiturn" if task.multi_turn else "singleturn", *task.markers)
 
 
 class Harness:
@@ -173,9 +188,9 @@ class TaskNode(pytest.Collector):
                       task_timeout=harness.settings.database.task_timeout, missing=harness.settings.answers.missing)
         try:
             run.start()
-        except FixtureError as exc:  # the data cannot be loaded: not runnable, like a missing schema
+        except FixtureError as exc:  # the data cannot be loaded: an error of the run, never a skip
             self.fixture_error = str(exc)
-            pytest.skip(f"not runnable: data error: {exc}")
+            raise
         self.run = run
 
     def teardown(self) -> None:
@@ -221,12 +236,16 @@ class PlsqlItem(pytest.Item):
     def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> str | Any:
         if isinstance(excinfo.value, PlsqlFailure):
             return failure_text(excinfo.value.outcome)
+        if isinstance(excinfo.value, FixtureError):
+            return f"[data error] {excinfo.value}"
         if isinstance(excinfo.value, PlsqlBenchError):
             return f"[{outcomes.INFRASTRUCTURE}] {excinfo.value}"
         return super().repr_failure(excinfo)
 
     def _repr_failure_py(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> Any:
         # Setup errors (database unavailable ...) are one line, not a traceback.
+        if isinstance(excinfo.value, FixtureError):
+            return f"[data error] {excinfo.value}"
         if isinstance(excinfo.value, PlsqlBenchError):
             return f"[{outcomes.INFRASTRUCTURE}] {excinfo.value}"
         return super()._repr_failure_py(excinfo, style=style)
@@ -305,11 +324,7 @@ def _decorate(tnode: TaskNode, task: Task) -> None:
     """The task's markers and ``-k`` words, on its node: its items inherit them (``-m``/``-k``,
     ``iter_markers`` and each report's keywords read the node chain), once per task instead of
     once per test."""
-    tnode.add_marker("plsql")
-    tnode.add_marker(f"subset_{marker_name(task.subset)}")
-    tnode.add_marker(f"dialect_{task.dialect}")
-    tnode.add_marker("multiturn" if task.multi_turn else "singleturn")
-    for mark in task.markers:
+    for mark in task_markers(task):
         tnode.add_marker(mark)
     for value in task.metadata.values():
         if isinstance(value, str) and 0 < len(value) <= 60:
