@@ -416,8 +416,9 @@ def make_record(item: PlsqlItem, phase: str, excinfo: pytest.ExceptionInfo[BaseE
             "cache_key": ans.cache_key,
             "error": ans.error,
             "usage": dict(ans.usage),
-            # What ran, and the reply it was extracted from when that differs: a run is audited from its file.
-            "code": clip_text(ans.code, MAX_ANSWER_TEXT),
+            # What ran, exact (never clipped: ``plsqlbench answers export`` re-scores a run from its
+            # file), and the reply it was extracted from when that differs (clipped: for reading).
+            "code": ans.code,
             **({"raw": clip_text(ans.raw, MAX_ANSWER_TEXT)} if ans.raw and ans.raw.strip() != (ans.code or "").strip() else {}),
         }
     harness: Harness = item.config.stash[HARNESS_KEY]
