@@ -342,10 +342,15 @@ def _properties(task: Task, turn: Turn, settings: Settings) -> list[tuple[str, o
     ]
 
 
+#: Characters kept of one expected/actual line: a returned value a human must read whole.
+MAX_RECORD_LINE = 2000
+
+
 def _clip(lines: list[str] | None) -> list[str] | None:
     if lines is None:
         return None
-    return [line[:500] for line in lines[:MAX_RECORD_LINES]]
+    return [line if len(line) <= MAX_RECORD_LINE else f"{line[:MAX_RECORD_LINE]} ... <{len(line) - MAX_RECORD_LINE} more characters>"
+            for line in lines[:MAX_RECORD_LINES]]
 
 
 def _prompts(task: Task) -> list[str]:

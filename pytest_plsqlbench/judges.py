@@ -212,11 +212,12 @@ class AssertJudge(Judge):
             expected = [str(x) for x in literals]
             message = f"{call}: {err.short()}; expected {_accepted(expected)}"
             return TestOutcome(turn, test.id, False, err.failure_class, message, expected,
-                               list(execution.lines), err.code)
+                               list(execution.lines), err.code, extra={"call": call})
         expected, actual, length = found
         more = f" ... <{length - len(actual)} more characters>" if length > len(actual) else ""
         message = f"{call} returned {actual}{more}; expected {_accepted(expected)}"
-        return TestOutcome(turn, test.id, False, err.failure_class, message, expected, [actual + more], err.code)
+        return TestOutcome(turn, test.id, False, err.failure_class, message, expected, [actual + more], err.code,
+                           extra={"call": call})
 
 
 class OutputJudge(Judge):

@@ -10,6 +10,7 @@ the same answers, byte for byte -- and a run scoring the export: the same outcom
 from __future__ import annotations
 
 import hashlib
+import html
 import json
 import os
 import subprocess
@@ -122,6 +123,14 @@ def test_mbppplus_slice_is_rescored_and_its_failures_show_call_expected_and_actu
         # "f(ARGS) returned VALUE; expected VALUE": the call, what came back, what was expected
         assert " returned " in message and "; expected " in message, message
         assert expected and actual is not None and actual[0] in message and expected[0] in message
+    # ... and the HTML entry of a failing test: the call as its input, the expected and actual values
+    assert cli_main(["report", str(tmp_path / "run.json"), "--format", "html", "-o", str(tmp_path / "r.html")]) == 0
+    page = (tmp_path / "r.html").read_text(encoding="utf-8")
+    doc = json.loads((tmp_path / "run.json").read_text())
+    shown = [x for t in doc["tasks"] for x in t["tests"] if x["failure_class"] == "wrong_output"]
+    call = shown[0]["extra"]["call"]
+    assert html.escape(call) in page and html.escape(shown[0]["actual"][0]) in page
+    assert "<summary>test script</summary>" in page
 
 
 def test_export_from_the_cache_and_its_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
