@@ -347,6 +347,7 @@ def test_an_outage_is_asked_once_per_run_but_again_by_the_next(stub: StubServer,
     stub.default = echo()
     later = make_service(stub, tmp_path, run_id="run-2").obtain(task, 1, ())
     assert later is not None and later.status == "ok" and stub.count == 2
+    assert not list((tmp_path / ".outages").glob("*.json"))  # the note is gone once answered
 
 
 def test_an_error_record_of_an_older_version_is_asked_again_and_not_counted(stub: StubServer, tmp_path: Path) -> None:

@@ -221,6 +221,11 @@ class AnswerCache:
         except (OSError, ValueError) as exc:
             log.debug("answer cache: cannot note the outage on %s (%s)", req.describe(), exc)
 
+    def clear_outage(self, req: Request) -> None:
+        """Forget an earlier run's note once the provider answered ``req``."""
+        with contextlib.suppress(OSError):
+            self._outage_path(req).unlink(missing_ok=True)
+
     def outage(self, req: Request, run_id: str) -> str | None:
         """The provider error noted for ``req`` by run ``run_id``, or None."""
         try:

@@ -208,6 +208,7 @@ class AnswerService:
                 usage = {**runtime_info(), **exc.usage, "status": "error", "cached": False}
                 self.cache.note_outage(req, self.run_id, str(exc))
                 return _failed(str(exc), source="model", cache_key=key, usage=usage)
+        self.cache.clear_outage(req)
         code = extract_code(completion.text, task.dialect)
         usage = {**completion.usage, "status": "ok", "cached": False}
         record = Record(key=key, status="ok", raw=completion.text, code=code,
