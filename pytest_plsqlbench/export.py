@@ -23,6 +23,8 @@ from pathlib import Path
 from typing import Any
 
 from .errors import UsageError
+from .generation.models import resolve_model
+from .results import read_document
 
 #: Header value saying every answer's ``code`` in a results file is the exact answer.
 EXACT = "exact"
@@ -101,7 +103,8 @@ def from_cache(root: Path, model: str | None = None, sample: int = 0) -> tuple[l
             raise UsageError(f"--cache {root} holds answers of {len(models)} models; choose one with --model: "
                              + ", ".join(models))
     else:
-        records = [(p, d) for p, d in records if d.get("model") == model]
+        wanted = {model, resolve_model(model)}
+        records = [(p, d) for p, d in records if d.get("model") in wanted]
         if not records:
             raise UsageError(f"--cache {root} holds no answer of model {model!r}; it has: {', '.join(models) or 'none'}")
     newest: dict[tuple[str, str, int], dict[str, Any]] = {}
@@ -126,8 +129,6 @@ def cmd_export(args: argparse.Namespace) -> int:
     if args.results is not None:
         if args.model is not None:
             raise UsageError("answers export: --model selects answers of the cache; a results file holds one run's")
-        from .results import read_document
-
         answers, left_out = from_results(read_document(args.results), args.sample)
         source = str(args.results)
     else:
@@ -159,7 +160,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     )
     e.add_argument("results", nargs="?", type=Path, help="a results file written by --plsql-results")
     e.add_argument("--cache", type=Path, help="an answer cache folder (--plsql-cache; default .plsql_cache)")
-    e.add_argument("--model", help="with --cache: the model whose answers to export (as litellm names it)")
+    e.add_argument("--model", help="with --cache: the model whose answers to export (a litellm model string or an alias)")
     e.add_argument("--sample", type=int, default=0, help="which sample of each task turn (0-based; default 0)")
     e.add_argument("-o", "--output", type=Path, required=True, help="the answers file to write (.jsonl)")
     e.set_defaults(func=cmd_export)
