@@ -260,3 +260,14 @@ def test_a_provider_outage_never_costs_a_task(pytester: pytest.Pytester, stub: S
                                               "-p", "no:cacheprovider", "-n", "2", "--plsql-results=ref.json", timeout=600)
     assert reference.ret == 0
     assert outcomes(pytester.path / "back.json")["tasks"] == outcomes(pytester.path / "ref.json")["tasks"]
+    # The cache now holds the run's answers (and no outage): exported, they score the same.
+    from pytest_plsqlbench.cli import main as cli_main
+
+    exported = pytester.path / "answers.jsonl"
+    assert cli_main(["answers", "export", "--cache", str(cache), "-o", str(exported)]) == 0
+    assert len(exported.read_text().splitlines()) == len(smoke_turns())
+    rescored = pytester.runpytest_subprocess("--subset", "smoke", f"--plsql-dialect={DIALECT}", "-p", "no:cacheprovider",
+                                             f"--plsql-answers={exported}", "-n", "2", "--plsql-results=again.json",
+                                             timeout=600)
+    assert rescored.ret == 0
+    assert outcomes(pytester.path / "again.json") == outcomes(pytester.path / "back.json")
