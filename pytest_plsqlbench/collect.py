@@ -349,8 +349,8 @@ MAX_RECORD_LINE = 2000
 def _clip(lines: list[str] | None) -> list[str] | None:
     if lines is None:
         return None
-    return [line if len(line) <= MAX_RECORD_LINE else f"{line[:MAX_RECORD_LINE]} ... <{len(line) - MAX_RECORD_LINE} more characters>"
-            for line in lines[:MAX_RECORD_LINES]]
+    n = MAX_RECORD_LINE
+    return [line if len(line) <= n else f"{line[:n]} ... <{len(line) - n} more characters>" for line in lines[:MAX_RECORD_LINES]]
 
 
 def _prompts(task: Task) -> list[str]:

@@ -106,7 +106,8 @@ def from_cache(root: Path, model: str | None = None, sample: int = 0) -> tuple[l
         wanted = {model, resolve_model(model)}
         records = [(p, d) for p, d in records if d.get("model") in wanted]
         if not records:
-            raise UsageError(f"--cache {root} holds no answer of model {model!r}; it has: {', '.join(models) or 'none'}")
+            raise UsageError(f"--cache {root} holds no answer of model {model!r}; "
+                             f"it has: {', '.join(models) or 'none'}")
     newest: dict[tuple[str, str, int], dict[str, Any]] = {}
     for _, data in records:
         key = (str(data.get("subset") or ""), str(data["task_id"]), int(data.get("turn") or 1))
@@ -160,7 +161,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     )
     e.add_argument("results", nargs="?", type=Path, help="a results file written by --plsql-results")
     e.add_argument("--cache", type=Path, help="an answer cache folder (--plsql-cache; default .plsql_cache)")
-    e.add_argument("--model", help="with --cache: the model whose answers to export (a litellm model string or an alias)")
+    e.add_argument("--model",
+                   help="with --cache: the model whose answers to export (a litellm model string or an alias)")
     e.add_argument("--sample", type=int, default=0, help="which sample of each task turn (0-based; default 0)")
     e.add_argument("-o", "--output", type=Path, required=True, help="the answers file to write (.jsonl)")
     e.set_defaults(func=cmd_export)

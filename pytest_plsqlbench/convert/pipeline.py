@@ -437,7 +437,8 @@ def emit_task(
         tests: tuple[UnitTest, ...] = (UnitTest(id="block", kind="assert", script=task.published_test),)
     else:
         tests = tuple(
-            UnitTest(id=c.id, kind="assert", script=emitter.test_script(sig, c, mode), options=case_display(emitter, sig, c))
+            UnitTest(id=c.id, kind="assert", script=emitter.test_script(sig, c, mode),
+                     options=case_display(emitter, sig, c))
             for c in cases
         )
     all_dropped = [*typed.dropped, *dropped]
