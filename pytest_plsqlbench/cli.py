@@ -21,6 +21,7 @@ from .errors import PlsqlBenchError
 COMMAND_MODULES = (
     "pytest_plsqlbench.convert.cli",
     "pytest_plsqlbench.reporting.cli",
+    "pytest_plsqlbench.export",
 )
 
 

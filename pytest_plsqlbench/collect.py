@@ -45,7 +45,22 @@ scope_of = nodeids.scope_of
 
 
 def marker_name(text: str) -> str:
+    """``text`` as part of a marker name (``My.Set-2`` -> ``my_set_2``): an identifier that
+    ``-m`` expressions and ``--strict-markers`` registration both take as is."""
     return re.sub(r"[^A-Za-z0-9_]+", "_", text).strip("_").lower() or "_"
+
+
+def subset_marker(subset: str) -> str:
+    """The marker of a subset's items (``subset_my_set`` for ``My.Set``), whatever characters the
+    subset's name has: the one spelling registered and applied."""
+    return f"subset_{marker_name(subset)}"
+
+
+def task_markers(task: Task) -> tuple[str, ...]:
+    """Every marker a task's items carry: what :func:`_decorate` applies and the plugin registers
+    (so ``--strict-markers`` accepts exactly these)."""
+    return ("plsql", subset_marker(task.subset), f"dialect_{task.dialect}",
+            "multiturn" if task.multi_turn else "singleturn", *task.markers)
 
 
 class Harness:
@@ -173,9 +188,9 @@ class TaskNode(pytest.Collector):
                       task_timeout=harness.settings.database.task_timeout, missing=harness.settings.answers.missing)
         try:
             run.start()
-        except FixtureError as exc:  # the data cannot be loaded: not runnable, like a missing schema
+        except FixtureError as exc:  # the data cannot be loaded: an error of the run, never a skip
             self.fixture_error = str(exc)
-            pytest.skip(f"not runnable: data error: {exc}")
+            raise
         self.run = run
 
     def teardown(self) -> None:
@@ -221,12 +236,16 @@ class PlsqlItem(pytest.Item):
     def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> str | Any:
         if isinstance(excinfo.value, PlsqlFailure):
             return failure_text(excinfo.value.outcome)
+        if isinstance(excinfo.value, FixtureError):
+            return f"[data error] {excinfo.value}"
         if isinstance(excinfo.value, PlsqlBenchError):
             return f"[{outcomes.INFRASTRUCTURE}] {excinfo.value}"
         return super().repr_failure(excinfo)
 
     def _repr_failure_py(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> Any:
         # Setup errors (database unavailable ...) are one line, not a traceback.
+        if isinstance(excinfo.value, FixtureError):
+            return f"[data error] {excinfo.value}"
         if isinstance(excinfo.value, PlsqlBenchError):
             return f"[{outcomes.INFRASTRUCTURE}] {excinfo.value}"
         return super()._repr_failure_py(excinfo, style=style)
@@ -305,11 +324,7 @@ def _decorate(tnode: TaskNode, task: Task) -> None:
     """The task's markers and ``-k`` words, on its node: its items inherit them (``-m``/``-k``,
     ``iter_markers`` and each report's keywords read the node chain), once per task instead of
     once per test."""
-    tnode.add_marker("plsql")
-    tnode.add_marker(f"subset_{marker_name(task.subset)}")
-    tnode.add_marker(f"dialect_{task.dialect}")
-    tnode.add_marker("multiturn" if task.multi_turn else "singleturn")
-    for mark in task.markers:
+    for mark in task_markers(task):
         tnode.add_marker(mark)
     for value in task.metadata.values():
         if isinstance(value, str) and 0 < len(value) <= 60:
@@ -327,10 +342,15 @@ def _properties(task: Task, turn: Turn, settings: Settings) -> list[tuple[str, o
     ]
 
 
+#: Characters kept of one expected/actual line: a returned value a human must read whole.
+MAX_RECORD_LINE = 2000
+
+
 def _clip(lines: list[str] | None) -> list[str] | None:
     if lines is None:
         return None
-    return [line[:500] for line in lines[:MAX_RECORD_LINES]]
+    n = MAX_RECORD_LINE
+    return [line if len(line) <= n else f"{line[:n]} ... <{len(line) - n} more characters>" for line in lines[:MAX_RECORD_LINES]]
 
 
 def _prompts(task: Task) -> list[str]:
@@ -401,8 +421,9 @@ def make_record(item: PlsqlItem, phase: str, excinfo: pytest.ExceptionInfo[BaseE
             "cache_key": ans.cache_key,
             "error": ans.error,
             "usage": dict(ans.usage),
-            # What ran, and the reply it was extracted from when that differs: a run is audited from its file.
-            "code": clip_text(ans.code, MAX_ANSWER_TEXT),
+            # What ran, exact (never clipped: ``plsqlbench answers export`` re-scores a run from its
+            # file), and the reply it was extracted from when that differs (clipped: for reading).
+            "code": ans.code,
             **({"raw": clip_text(ans.raw, MAX_ANSWER_TEXT)} if ans.raw and ans.raw.strip() != (ans.code or "").strip() else {}),
         }
     harness: Harness = item.config.stash[HARNESS_KEY]

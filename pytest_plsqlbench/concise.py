@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from .metrics import unit_class
-from .outcomes import LABELS, PASSED, SKIPPED
+from .outcomes import INFRASTRUCTURE, LABELS, PASSED, SKIPPED
 from .outputs import printable
 
 #: pytest's own default for ``-r``; any other value was asked for.
@@ -26,6 +26,9 @@ DEFAULT_REPORTCHARS = ("fE", "")
 CONCISE_KEY = pytest.StashKey[bool]()
 #: Characters of a failure line (a first difference can be a long value).
 LINE_WIDTH = 240
+#: Characters of an infrastructure line in the terminal (a fixture's file, line and the
+#: database's message must be read whole to be fixed).
+ERROR_LINE_WIDTH = 1200
 
 
 def apply(config: pytest.Config) -> None:
@@ -62,7 +65,7 @@ def _first_difference(test: Mapping[str, Any]) -> str:
     return printable(message)
 
 
-def failure_lines(document: Mapping[str, Any], width: int = LINE_WIDTH) -> list[str]:
+def failure_lines(document: Mapping[str, Any], width: int = LINE_WIDTH, error_width: int | None = None) -> list[str]:
     """``subset/task[/turn-N][/sample-k]: [class] f of n tests failed; e.g. test: difference``.
 
     The class is the turn's, as the summary counts it (its earliest failing stage); the example
@@ -85,7 +88,10 @@ def failure_lines(document: Mapping[str, Any], width: int = LINE_WIDTH) -> list[
                 where += f"/sample-{sample + 1}"
             line = (f"{where}: [{LABELS.get(cls, cls)}] {len(failed)} of {len(tests)} tests failed; "
                     f"e.g. {first['test_id']}: {_first_difference(first)}")
-            lines.append(line if len(line) <= width else line[: width - 3] + "...")
+            # The harness's own errors (a fixture that cannot load: file, line, the database's
+            # message) are what a user must read whole to fix them; a difference can be any size.
+            limit = max(width, error_width or width) if cls == INFRASTRUCTURE else width
+            lines.append(line if len(line) <= limit else line[: limit - 3] + "...")
     return lines
 
 

@@ -23,8 +23,9 @@ class InfrastructureError(PlsqlBenchError):
 
 
 class FixtureError(InfrastructureError):
-    """A fixture's own statements fail to load: the data's fault, not the run's.
+    """A fixture's own statements fail to load: the data's fault, not the database's.
 
-    Not retried; the backend remembers it, and the tasks needing the fixture are skipped as
-    not runnable with this cause (never judged, never counted as infrastructure).
+    Not retried; the backend remembers it, and every test of the tasks needing the fixture is an
+    error naming the script's file and line and the database's message (never judged, never a
+    skip: the run fails, so a broken own subset cannot go green).
     """

@@ -23,6 +23,7 @@ Plugins and conftests add judges with the ``pytest_plsql_judges`` hook (see
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Mapping, MutableMapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
@@ -159,15 +160,64 @@ def _error_outcome(turn: int, test: UnitTest, execution: Execution, actual: list
     )
 
 
+#: Prefix of the DETAIL a converted PostgreSQL case raises when it fails: JSON holding the
+#: returned value (``actual``, ``actual_chars``) and the accepted ones (``expected``), as the
+#: database prints them (convert/postgres.py writes it).
+CASE_DETAIL = "plsqlbench-case "
+_DETAIL_LINE = "DETAIL:  " + CASE_DETAIL
+
+
+def case_values(message: str) -> tuple[list[str], str, int] | None:
+    """The accepted values, the returned value and its length from a failing case's DETAIL, or
+    None when the error is not one (an exception inside the answer, a clipped message)."""
+    for line in message.splitlines():
+        if line.startswith(_DETAIL_LINE):
+            try:
+                data = json.loads(line[len(_DETAIL_LINE):])
+            except ValueError:
+                return None
+            if not isinstance(data, dict) or not isinstance(data.get("expected"), list):
+                return None
+            actual = data.get("actual")
+            shown = "NULL" if actual is None else str(actual)
+            length = data.get("actual_chars")
+            return (["NULL" if e is None else str(e) for e in data["expected"]], shown,
+                    int(length) if isinstance(length, int) else len(shown))
+    return None
+
+
+def _accepted(values: list[str]) -> str:
+    return values[0] if len(values) == 1 else "one of " + " | ".join(values)
+
+
 class AssertJudge(Judge):
-    """The script runs without raising (MBPP assertion blocks)."""
+    """The script runs without raising (MBPP assertion blocks).
+
+    A converted case names its call and accepted values in ``options`` (``call``, ``expected``):
+    its failure then shows the call, the expected value and what the answer returned, as a user
+    would write them, instead of the script's bare exception."""
 
     kind = "assert"
 
     def judge(self, ctx: JudgeContext, turn: int, test: UnitTest, execution: Execution) -> TestOutcome:
-        if execution.error is not None:
+        if execution.error is None:
+            return TestOutcome(turn, test.id, True)
+        call = test.options.get("call")
+        literals = test.options.get("expected")
+        if not isinstance(call, str) or not isinstance(literals, list):
             return _error_outcome(turn, test, execution, list(execution.lines))
-        return TestOutcome(turn, test.id, True)
+        err = execution.error
+        found = case_values(err.message)
+        if found is None:  # it raised before a value came back (or an Oracle block): what it raised
+            expected = [str(x) for x in literals]
+            message = f"{call}: {err.short()}; expected {_accepted(expected)}"
+            return TestOutcome(turn, test.id, False, err.failure_class, message, expected,
+                               list(execution.lines), err.code, extra={"call": call})
+        expected, actual, length = found
+        more = f" ... <{length - len(actual)} more characters>" if length > len(actual) else ""
+        message = f"{call} returned {actual}{more}; expected {_accepted(expected)}"
+        return TestOutcome(turn, test.id, False, err.failure_class, message, expected, [actual + more], err.code,
+                           extra={"call": call})
 
 
 class OutputJudge(Judge):

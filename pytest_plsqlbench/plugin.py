@@ -17,7 +17,17 @@ from typing import Any, Generator, Sequence
 import pytest
 
 from . import concise, families, hooks, judges, wire
-from .collect import HARNESS_KEY, Harness, PlsqlItem, build_items, check_kinds, make_record, scope_of
+from .collect import (
+    HARNESS_KEY,
+    Harness,
+    PlsqlItem,
+    build_items,
+    check_kinds,
+    make_record,
+    scope_of,
+    subset_marker,
+    task_markers,
+)
 from .errors import PlsqlBenchError, UsageError
 from .manifests import Manifest, discover, run_dialect
 from .results import ResultsCollector
@@ -306,9 +316,10 @@ def pytest_configure(config: pytest.Config) -> None:
     known = {m.split(":")[0] for m in config.getini("markers")}
     for _, ts in tasks.values():
         for task in ts:
-            for mark in (f"subset_{task.subset.replace('-', '_')}", *task.markers):
+            for mark in task_markers(task):
                 if mark not in known:
-                    config.addinivalue_line("markers", f"{mark}: benchmark task marker")
+                    what = f"item of subset {task.subset}" if mark == subset_marker(task.subset) else "benchmark task marker"
+                    config.addinivalue_line("markers", f"{mark}: {what}")
                     known.add(mark)
     runnable = any(not t.metadata.get("not_runnable") for _, ts in tasks.values() for t in ts)
     if getattr(config, "workerinput", None) is None and not collect_only and runnable:
@@ -440,7 +451,7 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
         return
     document = collector.document()
     if concise.is_concise(config):
-        failures = concise.failure_lines(document)
+        failures = concise.failure_lines(document, error_width=concise.ERROR_LINE_WIDTH)
         if failures:
             terminalreporter.write_sep(
                 "=", f"PLSQLBench failures: {len(failures)} task turn(s) (-v or --tb=short: every failing test)"

@@ -57,6 +57,17 @@ class Fixture:
     key: str
     script: str
     description: str = ""
+    #: The file the script was read from (empty when built in memory): a load error names it.
+    source: str = ""
+
+    def load_error(self, line: int | None, message: str) -> str:
+        """A load error as a user fixes it: ``file:line`` of the script (or the fixture's name
+        and script line when built in memory) and the database's message, not the hashed key."""
+        name = self.description or self.key
+        if self.source:
+            return f"{self.source}:{line or 1}: fixture {name!r} failed to load: {message}"
+        at = f" at script line {line}" if line else ""
+        return f"fixture {name!r} failed to load{at}: {message}"
 
 
 @dataclass(frozen=True)

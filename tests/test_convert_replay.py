@@ -81,7 +81,11 @@ def test_null_safe_tests_fail_a_wrong_answer_and_report_what_it_returned(plsqlbe
     wrong = null_answer(task).replace("RETURN NULL;", "RETURN p1;")
     report = evaluate_task(backend, task, [wrong])
     assert not any(o.passed for o in report.outcomes)
-    assert "case_1 failed: got {3,4,5,6}" in report.outcomes[0].message
+    first = report.outcomes[0]
+    # the call, what the answer returned and the expected value, as a user writes them (issue 29)
+    call = task.turns[0].tests[0].options["call"]
+    assert call.startswith("similar_elements(") and first.message.startswith(f"{call} returned {{3,4,5,6}}; expected ")
+    assert first.actual == ["{3,4,5,6}"] and first.expected and first.expected[0] in first.message
 
 
 def test_oracle_blocks_show_the_same_difference_structurally(plsqlbench_sample):

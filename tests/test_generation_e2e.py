@@ -223,3 +223,51 @@ def test_show_prompt_prints_the_exact_messages(pytester: pytest.Pytester) -> Non
     assert result.ret == 0, text[-2000:]
     assert "--- system ---" in text and "reference answer standing in" in text
     assert "Database schema (DDL):" in text
+
+
+def test_a_provider_outage_never_costs_a_task(pytester: pytest.Pytester, stub: StubServer) -> None:
+    """Issue 29: three runs against an unreachable endpoint (each stops, nothing scored), one more
+    whose workers meet the outage on every task (``-k`` skips the start-of-run check), then the
+    provider is back: every task turn is asked and scored as the model answered, none charged to it."""
+    import socket
+
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        dead = f"http://127.0.0.1:{s.getsockname()[1]}/v1"
+    base = ("--subset", "smoke", f"--plsql-dialect={DIALECT}", "--plsql-model=openai/stub", "-p", "no:cacheprovider",
+            "--plsql-retries=0")
+    for n in range(3):
+        offline = pytester.runpytest_subprocess(*base, f"--plsql-api-base={dead}", "-n", "0", timeout=600)
+        assert offline.ret == pytest.ExitCode.USAGE_ERROR, offline.stdout.str()[-2000:]
+        assert "could not be reached" in offline.stderr.str() and "nothing was scored" in offline.stderr.str()
+    everywhere = pytester.runpytest_subprocess(*base, f"--plsql-api-base={dead}", "-n", "2", "-k", "not no_such_test",
+                                               "--plsql-results=down.json", timeout=600)
+    assert everywhere.ret != 0, everywhere.stdout.str()[-2000:]
+    down = json.loads((pytester.path / "down.json").read_text())
+    assert {a["status"] for t in down["tasks"] for a in t["answers"]} == {"error"}
+    assert {x["failure_class"] for t in down["tasks"] for x in t["tests"]} == {"infrastructure"}
+    cache = pytester.path / ".plsql_cache"
+    assert cached_turns(cache) == set()  # no outage is an answer
+
+    back = run(pytester, stub, "-n", "2", results="back.json")
+    assert back.ret == 0, back.stdout.str()[-3000:]
+    assert sorted(asked_turns(stub)) == sorted((t, i) for t, i, _, _ in smoke_turns())  # each turn, once
+    doc = json.loads((pytester.path / "back.json").read_text())
+    answers = [a for t in doc["tasks"] for a in t["answers"]]
+    assert answers and {a["status"] for a in answers} == {"ok"} and all(not a["usage"].get("cached") for a in answers)
+    assert {x["failure_class"] for t in doc["tasks"] for x in t["tests"]} == {"passed"}  # the stub gives the reference
+    reference = pytester.runpytest_subprocess("--subset", "smoke", f"--plsql-dialect={DIALECT}", "--plsql-model=reference",
+                                              "-p", "no:cacheprovider", "-n", "2", "--plsql-results=ref.json", timeout=600)
+    assert reference.ret == 0
+    assert outcomes(pytester.path / "back.json")["tasks"] == outcomes(pytester.path / "ref.json")["tasks"]
+    # The cache now holds the run's answers (and no outage): exported, they score the same.
+    from pytest_plsqlbench.cli import main as cli_main
+
+    exported = pytester.path / "answers.jsonl"
+    assert cli_main(["answers", "export", "--cache", str(cache), "-o", str(exported)]) == 0
+    assert len(exported.read_text().splitlines()) == len(smoke_turns())
+    rescored = pytester.runpytest_subprocess("--subset", "smoke", f"--plsql-dialect={DIALECT}", "-p", "no:cacheprovider",
+                                             f"--plsql-answers={exported}", "-n", "2", "--plsql-results=again.json",
+                                             timeout=600)
+    assert rescored.ret == 0
+    assert outcomes(pytester.path / "again.json") == outcomes(pytester.path / "back.json")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import subprocess
 import sys
@@ -14,7 +15,7 @@ import pytest
 from stub_openai import StubServer, context_too_long, demo_task, echo, error, last_user_message, ok
 
 from pytest_plsqlbench.answers import Answer
-from pytest_plsqlbench.generation.cache import MAX_GENERATIONS, AnswerCache
+from pytest_plsqlbench.generation.cache import MAX_GENERATIONS, AnswerCache, Record
 from pytest_plsqlbench.generation.client import ModelClient
 from pytest_plsqlbench.generation.prefetch import Prefetcher, partition, worker_index
 from pytest_plsqlbench.generation.progress import (
@@ -309,22 +310,57 @@ def test_regeneration_is_bounded_across_runs(stub: StubServer, tmp_path: Path) -
     assert stub.count == MAX_GENERATIONS
 
 
-def test_a_provider_error_is_excluded_only_while_it_may_be_asked_again(stub: StubServer, tmp_path: Path) -> None:
-    """A model (or the server in front of it) failing on the tasks it cannot solve must not leave
-    them out for good: pending while the regeneration policy asks again, then the model's failure.
-    A cache-only run of the same cache says the same."""
+def test_a_provider_failure_is_never_stored_nor_counted_however_many_runs(stub: StubServer, tmp_path: Path) -> None:
+    """An outage (5xx after retries, a malformed reply) is the harness's trouble in every run that
+    meets it: nothing is written as the answer, nothing counts towards the regeneration bound, and
+    once the provider is back the task is asked and answered like any other."""
+    from stub_openai import malformed
+
+    task = demo_task(1)
+    for run in range(1, MAX_GENERATIONS + 3):
+        stub.default = error(503) if run % 2 else malformed()
+        answer = make_service(stub, tmp_path, run_id=f"run-{run}", retries=0).obtain(task, 1, ())
+        assert answer is not None and answer.status == "error", (run, answer)
+        assert "the next run asks again" in (answer.error or "")
+        only = make_service(stub, tmp_path, run_id=f"only-{run}", cache_only=True).obtain(task, 1, ())
+        assert only is not None and only.status == "not_generated" and "no cached answer" in (only.error or "")
+    assert stub.count == MAX_GENERATIONS + 2  # every run asked
+    answer_files = [p for p in tmp_path.rglob("*.json") if not any(x.startswith(".") for x in p.relative_to(tmp_path).parts)]
+    assert answer_files == []
+    stub.default = echo()
+    answer = make_service(stub, tmp_path, run_id="back").obtain(task, 1, ())
+    assert answer is not None and answer.status == "ok" and answer.code and answer.source == "model"
+    assert stub.count == MAX_GENERATIONS + 3
+    (record,) = [p for p in tmp_path.rglob("*.json") if ".outages" not in p.parts and ".locks" not in p.parts]
+    assert json.loads(record.read_text())["generations"] == 1
+
+
+def test_an_outage_is_asked_once_per_run_but_again_by_the_next(stub: StubServer, tmp_path: Path) -> None:
+    """Two processes of one run (two services, one run id): the second reads the first's note
+    instead of waiting through the retries again; a later run does not read it."""
     stub.default = error(503)
     task = demo_task(1)
-    statuses = []
-    for run in range(1, MAX_GENERATIONS + 2):
-        answer = make_service(stub, tmp_path, run_id=f"run-{run}", retries=0).obtain(task, 1, ())
-        assert answer is not None
-        statuses.append(answer.status)
-        only = make_service(stub, tmp_path, run_id=f"only-{run}", cache_only=True).obtain(task, 1, ())
-        assert only is not None and only.status == answer.status, (run, only)
-    assert statuses == ["error"] * (MAX_GENERATIONS - 1) + ["not_generated"] * 2
-    assert stub.count == MAX_GENERATIONS  # the final record is not asked again
-    assert "counted as not generated" in (answer.error or "")
+    first = make_service(stub, tmp_path, run_id="run-1", retries=0).obtain(task, 1, ())
+    second = make_service(stub, tmp_path, run_id="run-1", retries=0).obtain(task, 1, ())
+    assert first is not None and second is not None and first.status == second.status == "error"
+    assert stub.count == 1 and "503" in (second.error or "")
+    stub.default = echo()
+    later = make_service(stub, tmp_path, run_id="run-2").obtain(task, 1, ())
+    assert later is not None and later.status == "ok" and stub.count == 2
+    assert not list((tmp_path / ".outages").glob("*.json"))  # the note is gone once answered
+
+
+def test_an_error_record_of_an_older_version_is_asked_again_and_not_counted(stub: StubServer, tmp_path: Path) -> None:
+    """Caches written before the fix hold ``status: error`` records counted up to the bound: such a
+    record is asked again (not turned into the model's failure) and its count starts afresh."""
+    task = demo_task(1)
+    svc = make_service(stub, tmp_path, run_id="old")
+    req = svc.request(task, 1, (), 0)
+    svc.cache.write(req, Record(key=req.key, status="error", raw=None, code=None, error="ServiceUnavailableError: 503",
+                                retry_eligible=True, run_id="old", generations=MAX_GENERATIONS))
+    answer = make_service(stub, tmp_path, run_id="new").obtain(task, 1, ())
+    assert answer is not None and answer.status == "ok" and stub.count == 1
+    assert json.loads(svc.cache.path(req).read_text())["generations"] == 1
 
 
 def test_a_reply_with_a_lone_surrogate_is_an_answer_not_a_crash(stub: StubServer, tmp_path: Path) -> None:

@@ -159,7 +159,8 @@ def test_a_setup_error_met_ahead_is_raised_by_the_task_it_belongs_to(
     pytester: pytest.Pytester, tasks: Path, answers: Path
 ) -> None:
     """t2_b's fixtures cannot load (a data error): met on the thread while t1_a reports, it
-    skips t2_b's items with the loader's reason, as it does without the look-ahead."""
+    fails t2_b's items with the loader's reason (file, line, the database's message), as it does
+    without the look-ahead: an error, never a skip."""
     (tasks / "fixtures" / "oops").mkdir(parents=True)
     (tasks / "fixtures" / "oops" / "postgres.sql").write_text("CREATE TABLE oops (;\n")
     broken = (tasks / "mini" / "t2_b.yaml").read_text().replace(
@@ -170,9 +171,11 @@ def test_a_setup_error_met_ahead_is_raised_by_the_task_it_belongs_to(
     inline, doc_inline = _run(pytester, tasks, answers, "--plsql-no-lookahead")
     assert _outcomes(doc_ahead) == _outcomes(doc_inline)
     skipped = [t for task in doc_ahead["tasks"] if task["task_id"] == "t2_b" for t in task["tests"]]
-    assert [t["failure_class"] for t in skipped] == ["skipped"] * 3
+    assert [t["failure_class"] for t in skipped] == ["infrastructure"] * 3
+    assert all("oops/postgres.sql:1: fixture 'oops' failed to load: syntax error" in t["message"] for t in skipped)
     for result in (ahead, inline):
-        result.stdout.fnmatch_lines(["*3 skipped*"])
+        assert result.ret == pytest.ExitCode.TESTS_FAILED
+        result.stdout.fnmatch_lines(["*3 error*"])
         assert "Traceback" not in result.stdout.str() + result.stderr.str()
 
 

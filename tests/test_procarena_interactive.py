@@ -442,8 +442,8 @@ def test_a_failed_episode_is_not_served_and_plays_again_from_its_start(tmp_path:
     assert stub.count == 2 and "infrastructure" in proc.stdout.lower(), proc.stdout[-2000:]
     doc = json.loads((tmp_path / "r1.json").read_text())
     assert doc["tasks"][0]["answers"][0]["status"] == "error"
-    (kept,) = list((tmp_path / "cache" / "episodes").rglob("*.json"))  # its count of failed runs only
-    assert json.loads(kept.read_text())["episode"]["failed_runs"] == 1
+    # a provider failure is not an episode: nothing is cached, nothing counted
+    assert not [p for p in (tmp_path / "cache" / "episodes").rglob("*.json") if ".locks" not in p.parts]
     stub.default = responder([t])
     proc = run(tmp_path, stub, *args, f"--plsql-results={tmp_path / 'r2.json'}")
     assert proc.returncode == 0, proc.stdout[-2000:]
@@ -539,21 +539,25 @@ def test_a_refusal_ends_the_episode_as_the_models_failure(backend: Any, task: Ta
     assert answer.status == "ok" and answer.code == "" and "refused" in (answer.error or "")
 
 
-def test_an_episode_the_provider_fails_run_after_run_is_the_models_failure(tmp_path: Path, stub: StubServer) -> None:
-    """As in Direct mode: a provider error is the harness's trouble while a run may still ask
-    again, and counted as not generated (scored) from the third run that asked; else a model --
-    or the server in front of it -- could leave out every task it cannot solve by failing on it."""
+def test_an_episode_the_provider_fails_run_after_run_never_costs_the_task(tmp_path: Path, stub: StubServer) -> None:
+    """As in Direct mode: a provider failure is the harness's trouble in every run that meets it
+    (never cached, never counted), and once the provider is back the episode is played and scored."""
     from stub_openai import malformed
 
+    (t,) = [t for t in _tasks(INTERACTIVE, "procarena-sample-interactive") if t.id == TASK]
     stub.default = malformed()
     args = ("--subset", "procarena-sample-interactive", "--plsql-task", TASK, "--plsql-retries=0", "-n", "0")
     statuses = []
-    for n in range(1, 4):
-        run(tmp_path, stub, *args, f"--plsql-results={tmp_path / f'r{n}.json'}")
+    for n in range(1, 5):
+        proc = run(tmp_path, stub, *args, f"--plsql-results={tmp_path / f'r{n}.json'}")
+        assert proc.returncode != 0, proc.stdout[-2000:]
         doc = json.loads((tmp_path / f"r{n}.json").read_text())
         statuses.append(doc["tasks"][0]["answers"][0]["status"])
-    assert statuses == ["error", "error", "not_generated"]
-    classes = {r["failure_class"] for r in doc["tasks"][0]["tests"]}
-    assert classes == {"not_generated"}
-    (metrics,) = doc["subsets"].values()
-    assert metrics["tasks"] == 1 and not metrics.get("excluded_tasks"), metrics
+    assert statuses == ["error"] * 4 and stub.count == 4
+    assert {r["failure_class"] for r in doc["tasks"][0]["tests"]} == {"infrastructure"}
+    stub.default = responder([t])
+    proc = run(tmp_path, stub, *args, f"--plsql-results={tmp_path / 'back.json'}")
+    assert proc.returncode == 0, proc.stdout[-2000:]
+    doc = json.loads((tmp_path / "back.json").read_text())
+    assert doc["tasks"][0]["answers"][0]["status"] == "ok"
+    assert all(r["passed"] for r in doc["tasks"][0]["tests"])

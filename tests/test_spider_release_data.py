@@ -132,8 +132,9 @@ def test_an_answers_file_is_judged_task_by_task(pytester: pytest.Pytester, spide
 def test_a_load_that_fails_is_a_data_error_once_per_database(
     pytester: pytest.Pytester, spider_sample: Path, tmp_path: Path, workers: str
 ) -> None:
-    """A fault no build-time check catches (a duplicate key) is reported with its cause, and the
-    tasks needing the database are skipped as not runnable -- not infrastructure errors."""
+    """A fault no build-time check catches (a duplicate key) is reported with its cause, once in
+    the data report, and the tasks needing the database are errors that fail the run (issue 29:
+    data that cannot be loaded never goes green as skips)."""
     copy = tmp_path / "release"
     shutil.copytree(spider_sample, copy)
     dml = copy / "schema" / "spider" / "spider_dml.json"
@@ -145,20 +146,21 @@ def test_a_load_that_fails_is_a_data_error_once_per_database(
     result = run(
         pytester, copy, "--plsql-model=reference", "-rs", f"--plsql-results={results}", "-n", workers
     )
-    result.assert_outcomes(skipped=22)
+    result.assert_outcomes(errors=22)
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
     result.stdout.fnmatch_lines(
         [
             (
-                "  not runnable, data error at load (22): fixture 'plsqlbench:spider:CRE_DOC_TEMPLATE_MGT:postgres:*' "
-                "failed to load: duplicate key value violates unique constraint *: spider_0, spider_1, *"
+                "  not runnable, data error at load (22): fixture 'spider schema CRE_DOC_TEMPLATE_MGT (* rows)' "
+                "failed to load at script line *: duplicate key value violates unique constraint *: spider_0, spider_1, *"
             ),
-            "SKIPPED [[]22[]] *not runnable: data error: fixture 'plsqlbench:spider:CRE_DOC_TEMPLATE_MGT*",
         ]
     )
     data_report = result.stdout.str().split("PLSQLBench data report")[1].split("PLSQLBench summary")[0]
     assert data_report.count("failed to load") == 1  # once for the database, with its tasks
-    summary = json.loads(results.read_text())["subsets"]["spider"]
-    assert summary["failure_classes"]["infrastructure"] == 0 and len(summary["skipped_tasks"]) == 22
+    assert "plsqlbench:spider:" not in result.stdout.str()  # named, not by its hashed key
+    doc = json.loads(results.read_text())
+    assert {t["failure_class"] for task in doc["tasks"] for t in task["tests"]} == {"infrastructure"}
 
 
 def test_validate_runs_every_gold_query_on_the_releases_database(spider_sample: Path, tmp_path: Path) -> None:

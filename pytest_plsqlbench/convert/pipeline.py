@@ -53,7 +53,7 @@ from .sqltypes import (
 log = logging.getLogger(__name__)
 
 #: Bump when converted output changes, so cached conversions are rebuilt.
-CONVERTER_VERSION = "1"
+CONVERTER_VERSION = "2"
 #: A case whose inputs and outputs print longer than this is dropped (``too-large``): a few
 #: MBPP+ inputs produce megabyte outputs that would bloat every script and the replay.
 MAX_CASE_CHARS = sources.MAX_CASE_CHARS
@@ -63,6 +63,12 @@ EMITTERS: dict[str, type[Emitter]] = {"oracle": OracleEmitter, "postgres": Postg
 
 def emitter_for(dialect: str) -> Emitter:
     return EMITTERS[dialect]()
+
+
+def case_display(emitter: Emitter, sig: Signature, case: EmitCase) -> dict[str, Any]:
+    """What a failing case shows (:class:`~pytest_plsqlbench.judges.AssertJudge`): the call and
+    the accepted values as the user would write them in SQL, whatever the script prints."""
+    return {"call": emitter.call(sig, case.args), "expected": [emitter.literal(o, sig.returns) for o in case.outputs]}
 
 
 @dataclass
@@ -431,7 +437,9 @@ def emit_task(
         tests: tuple[UnitTest, ...] = (UnitTest(id="block", kind="assert", script=task.published_test),)
     else:
         tests = tuple(
-            UnitTest(id=c.id, kind="assert", script=emitter.test_script(sig, c, mode)) for c in cases
+            UnitTest(id=c.id, kind="assert", script=emitter.test_script(sig, c, mode),
+                     options=case_display(emitter, sig, c))
+            for c in cases
         )
     all_dropped = [*typed.dropped, *dropped]
     metadata.update(

@@ -24,6 +24,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
+from ..judges import CASE_DETAIL
 from ..tasks import Fixture
 from .emitter import EmitCase, Emitter, Signature, TypeDef, format_number, format_plain, shorten
 from .model import Tolerance
@@ -31,6 +32,8 @@ from .sqltypes import ListT, RecordT, Scalar, SqlType, items_of, only_ordered
 
 NAME_LIMIT = 63
 SCALARS = {"number": "numeric", "text": "text", "bool": "boolean"}
+#: Characters of a returned value the DETAIL carries (the record and the terminal show it whole up to this).
+MAX_SHOWN = 2000
 HELPER_KEY = "mbpp-helpers:postgres:v1"
 
 HELPER_SQL = """\
@@ -299,7 +302,12 @@ class PostgresEmitter(Emitter):
                 "BEGIN",
                 f"  v_actual := {self.call(sig, case.args)};",
                 f"  IF {self.failure_condition(sig, case, mode)} THEN",
-                f"    RAISE EXCEPTION '{case.label} failed: got %', left(v_actual::text, 300);",
+                f"    RAISE EXCEPTION '{case.label} failed: got %', left(v_actual::text, 300)",
+                # What the judge shows (judges.CASE_DETAIL): the returned and accepted values as
+                # PostgreSQL prints them, so the two read alike.
+                f"      USING DETAIL = '{CASE_DETAIL}' || json_build_object('actual', left(v_actual::text, {MAX_SHOWN}), "
+                f"'actual_chars', length(v_actual::text), 'expected', json_build_array("
+                + ", ".join(f"({self.literal(o, sig.returns)})::text" for o in case.outputs) + "))::text;",
                 "  END IF;",
                 "END",
             ]

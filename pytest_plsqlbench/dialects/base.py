@@ -218,7 +218,7 @@ class Backend(abc.ABC):
                 try:
                     self._load(fixture)
                 except FixtureError as exc:
-                    log.warning("%s; the tasks needing it are not runnable", exc)
+                    log.warning("%s; the tasks needing it are errors", exc)
                     self._failed[fixture.key] = exc
                     raise
                 self._loaded.append(fixture)

@@ -1303,12 +1303,19 @@ class PostgresBackend(Backend):
     def _load(self, fixture: Fixture) -> None:
         assert self.admin is not None
         role = pgsql.Identifier(self.role)
+        line: int | None = None
         try:
             with self.admin.transaction():
                 self.admin.execute("SET LOCAL search_path = public")
                 for stmt in split(fixture.script, "postgres"):
                     if stmt.kind != "client":
-                        self.admin.execute(stmt.text)
+                        line = stmt.line
+                        try:
+                            self.admin.execute(stmt.text)
+                        except psycopg.Error as exc:
+                            line = _error_line(stmt.text, stmt.line, exc)
+                            raise
+                line = None
                 schemas = [
                     r[0]
                     for r in self.admin.execute(
@@ -1325,9 +1332,8 @@ class PostgresBackend(Backend):
         except psycopg.OperationalError as exc:
             raise InfrastructureError(f"lost the database while loading fixture {fixture.key!r}: {exc}") from exc
         except psycopg.Error as exc:
-            raise FixtureError(
-                f"fixture {fixture.key!r} failed to load: {str(exc).strip().splitlines()[0]}"
-            ) from exc
+            message = (exc.diag.message_primary or str(exc).strip().splitlines()[0]).strip()
+            raise FixtureError(fixture.load_error(line, message)) from exc
 
     def allow_writes(self, schemas: Sequence[str]) -> None:
         """INSERT/UPDATE/DELETE on the schemas' tables for the candidate (ProcArena): every write
@@ -1413,3 +1419,15 @@ class PostgresBackend(Backend):
                 time.sleep(0.2)
         if self._session is not None:
             self._session.connect()
+
+
+def _error_line(text: str, first_line: int, exc: psycopg.Error) -> int:
+    """The script line of a failed statement's error: PostgreSQL's character position in the
+    statement (1-based, when it gives one), else the statement's first line."""
+    try:
+        position = int(exc.diag.statement_position or 0)
+    except (TypeError, ValueError):
+        position = 0
+    if position <= 0:
+        return first_line
+    return first_line + text[: position - 1].count("\n")

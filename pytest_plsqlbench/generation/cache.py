@@ -85,7 +85,9 @@ class Request:
 
 
 RecordStatus = Literal["ok", "error"]
-#: Runs that may ask for one key under the regeneration policy (--plsql-regenerate ignores it).
+#: Runs whose model *replied* for one key that the regeneration policy may ask (an empty or
+#: provider-truncated reply is asked again up to this bound; --plsql-regenerate ignores it).
+#: Provider failures are never counted (see :attr:`.client.ProviderError.from_model`).
 MAX_GENERATIONS = 3
 
 
@@ -105,19 +107,20 @@ class Record:
     #: The run (xdist ``testrunuid``) that wrote it: within that run the record is final.
     run_id: str = ""
     created: str = ""
-    #: How many runs asked the model for this key (regenerations included).
+    #: How many runs got a reply from the model for this key (regenerations included).
     generations: int = 1
 
     def regenerate_reason(self) -> str | None:
         """Why the paper's policy asks again (failed, empty, retry-eligible), or None to reuse.
 
-        Bounded: after MAX_GENERATIONS runs asked, the entry is final, so a prompt that always
-        fails (a persistent 4xx, an empty reply at temperature 0) is not paid for on every run.
+        A provider failure (``status: error``, written only by older versions) is never an answer:
+        always asked again, whatever its count. Replies are bounded: after MAX_GENERATIONS runs got
+        one, the entry is final, so an empty reply at temperature 0 is not paid for on every run.
         """
-        if self.generations >= MAX_GENERATIONS:
-            return None
         if self.status != "ok":
             return f"failed earlier ({self.error or 'provider error'})"
+        if self.generations >= MAX_GENERATIONS:
+            return None
         if not (self.code or "").strip():
             return "empty answer"
         if self.retry_eligible:
@@ -202,6 +205,36 @@ class AnswerCache:
         }
         write_json_atomic(path, doc, indent=2)
         return path
+
+    # ------------------------------------------------------------------ outages
+    def _outage_path(self, req: Request) -> Path:
+        return self.root / ".outages" / f"{req.key}.json"
+
+    def note_outage(self, req: Request, run_id: str, error: str) -> None:
+        """Remember, for this run only, that the provider failed on ``req``: the other workers of
+        the run do not wait through the same retries again, and no later run ever reads it (it is
+        not an answer and counts towards nothing)."""
+        path = self._outage_path(req)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            write_json_atomic(path, {"format": FORMAT, "key": req.key, "run_id": run_id, "error": error}, indent=1)
+        except (OSError, ValueError) as exc:
+            log.debug("answer cache: cannot note the outage on %s (%s)", req.describe(), exc)
+
+    def clear_outage(self, req: Request) -> None:
+        """Forget an earlier run's note once the provider answered ``req``."""
+        with contextlib.suppress(OSError):
+            self._outage_path(req).unlink(missing_ok=True)
+
+    def outage(self, req: Request, run_id: str) -> str | None:
+        """The provider error noted for ``req`` by run ``run_id``, or None."""
+        try:
+            data = json.loads(self._outage_path(req).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return None
+        if isinstance(data, dict) and data.get("key") == req.key and run_id and data.get("run_id") == run_id:
+            return str(data.get("error") or "provider error")
+        return None
 
     # ------------------------------------------------------------------ locking
     @contextlib.contextmanager

@@ -142,6 +142,16 @@ class ProviderError(Exception):
         self.status_code = status_code
         self.usage = dict(usage or {})
 
+    @property
+    def from_model(self) -> bool:
+        """Whether the model itself produced this outcome (it refused the prompt), so it is stored
+        and scored as the model's answer. The one rule for every cache (answers and Interactive
+        episodes): any other failure -- refused connection, DNS, TLS, a timeout before a reply, 429
+        or 5xx after the retries, a malformed reply, a rejected key -- is the transport's or the
+        configuration's, never stored as an answer nor counted towards giving up on a task: a
+        provider outage must not cost the model a task."""
+        return self.refused
+
 
 def parse_retry_after(headers: Mapping[str, str] | None) -> float | None:
     """Seconds to wait from ``retry-after-ms`` / ``Retry-After`` (seconds or HTTP date), or None."""

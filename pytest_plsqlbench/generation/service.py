@@ -5,9 +5,11 @@ key it returns, in order: the answer this process already has; a cached record t
 regeneration policy accepts; or -- holding the key's in-process lock and its file lock, and after
 looking at the cache once more -- a fresh model answer, written to the cache before the lock is
 released. A record written by the *current* run (any worker) is final for the run, errors
-included, so a key is never asked twice in one run; records of earlier runs that failed, are
-empty or are retry-eligible are asked again (paper App. G). With ``cache_only`` the model is never
-called and litellm never imported.
+included, so a key is never asked twice in one run; records of earlier runs that are empty or
+retry-eligible are asked again (paper App. G). A provider failure (no reply: outage, timeout, 5xx
+after retries) is never stored as an answer nor counted towards that bound: the run reports it as
+the harness's error and the next run asks again, however many runs failed before. With
+``cache_only`` the model is never called and litellm never imported.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from typing import Any
 
 from ..answers import Answer, Exchange
 from ..tasks import Task
-from .cache import MAX_GENERATIONS, AnswerCache, Record, Request
+from .cache import AnswerCache, Record, Request
 from .client import ModelClient, ProviderError, runtime_info
 from .extract import extract_code
 from .prompts import build_messages
@@ -144,6 +146,10 @@ class AnswerService:
     def _from_cache(self, req: Request, task: Task) -> Answer | None:
         record = self.cache.read(req)
         if record is None:
+            outage = self.cache.outage(req, self.run_id)
+            if outage is not None:  # another worker of this run found the provider failing on it
+                return _failed(outage, source="model", cache_key=req.key,
+                               usage={**runtime_info(), "status": "error", "cached": False})
             return None
         this_run = bool(record.run_id) and record.run_id == self.run_id
         if self.cache_only and not this_run:
@@ -154,16 +160,17 @@ class AnswerService:
                 if req.key not in self._announced:  # a miss reads the cache twice
                     self._announced.add(req.key)
                     log.info("answer cache: regenerating %s (%s)", req.describe(), reason)
-                self._generations[req.key] = record.generations + 1
+                # Only the model's replies count towards the bound, never a provider failure.
+                self._generations[req.key] = record.generations + 1 if record.status == "ok" else 1
                 return None
         return self._answer(record, req, cached=not this_run)
 
     def _answer(self, record: Record, req: Request, *, cached: bool) -> Answer:
         usage = {**record.usage, "status": record.status, "cached": cached}
         source = "cache" if cached else "model"
-        if record.status != "ok":
-            return _failed(record.error, record.generations, source=source, raw=record.raw, cache_key=record.key,
-                           usage=usage, pending="a run without --plsql-cache-only asks again" if self.cache_only
+        if record.status != "ok":  # an older version's record of a provider failure
+            return _failed(record.error, source=source, raw=record.raw, cache_key=record.key, usage=usage,
+                           pending="a run without --plsql-cache-only asks again" if self.cache_only
                            else "the next run asks again")
         return Answer(code=record.code or "", status="ok", raw=record.raw, error=record.error, source=source,
                       cache_key=record.key, usage=usage)
@@ -194,14 +201,14 @@ class AnswerService:
                     return Answer(code="", status="ok", error=str(exc), source="model", cache_key=key, usage=usage)
                 if exc.unreachable:
                     self.unreachable_error = exc
+                # No reply (see ProviderError.from_model): nothing is stored as the answer and
+                # nothing counted; only this run remembers it, so its other workers do not wait
+                # through the same retries again.
                 log.warning("generation failed for %s after %d attempt(s): %s", req.describe(), exc.attempts, exc)
                 usage = {**runtime_info(), **exc.usage, "status": "error", "cached": False}
-                record = Record(key=key, status="error", raw=None, code=None, error=str(exc),
-                                retry_eligible=exc.transient, usage=usage, run_id=self.run_id,
-                                generations=generations)
-                self._store(req, record)
-                return _failed(str(exc), generations, source="model", cache_key=key, usage=usage,
-                               pending="the next run asks again")
+                self.cache.note_outage(req, self.run_id, str(exc))
+                return _failed(str(exc), source="model", cache_key=key, usage=usage)
+        self.cache.clear_outage(req)
         code = extract_code(completion.text, task.dialect)
         usage = {**completion.usage, "status": "ok", "cached": False}
         record = Record(key=key, status="ok", raw=completion.text, code=code,
@@ -218,13 +225,7 @@ class AnswerService:
                         self.cache.path(req), exc)
 
 
-def _failed(error: str | None, generations: int, *, pending: str, **fields: Any) -> Answer:
-    """A provider error's answer: the harness's trouble (``error``, excluded from the metrics)
-    while the regeneration policy may still ask again, the model's failure (``not_generated``,
-    scored) once it may not. Otherwise a model -- or the server in front of it -- could leave out
-    every task it cannot solve by failing on it, run after run."""
-    if generations >= MAX_GENERATIONS:
-        why = (f"the provider failed on it in {generations} runs, the most the regeneration policy asks "
-               f"({error or 'provider error'}): counted as not generated, a failure of the model")
-        return Answer(code=None, status="not_generated", error=why, **fields)
+def _failed(error: str | None, *, pending: str = "not stored; the next run asks again", **fields: Any) -> Answer:
+    """A provider failure's answer: always the harness's trouble (``error``: reported, left out of
+    the metrics, the run not green), never the model's -- however many runs it failed in."""
     return Answer(code=None, status="error", error=f"{error or 'provider error'} ({pending})", **fields)

@@ -69,7 +69,7 @@ def _fixture(name: str, dialect: str, search: tuple[Path, ...], where: str) -> F
             script = path.read_text(encoding="utf-8")
             # Keyed by content: two subsets' different `shop` fixtures are two fixtures.
             digest = hashlib.sha256(script.encode()).hexdigest()[:12]
-            return Fixture(key=f"yaml:{name}:{dialect}:{digest}", script=script, description=name)
+            return Fixture(key=f"yaml:{name}:{dialect}:{digest}", script=script, description=name, source=str(path))
     raise _Bad(f"{where}: fixture {name!r} not found (looked for {name}/{dialect}.sql in {', '.join(map(str, search))})")
 
 

@@ -53,7 +53,7 @@ def database_fixture(spec: ProcSpec, search: tuple[Path, ...]) -> Fixture:
         if path.is_file():
             script = path.read_text(encoding="utf-8")
             return Fixture(key=f"procarena:{spec.database}:{spec.dialect}:{_digest(script)}", script=script,
-                           description=spec.database)
+                           description=spec.database, source=str(path))
     looked = ", ".join(str(d) for d in search) or "no fixtures folder"
     raise SpecError(f"{spec.path}: field 'database': fixture {spec.database}/{spec.dialect}.sql not found (looked in {looked})")
 

@@ -190,6 +190,16 @@ def _pre(text: Any, cls: str) -> str:
     return f'<pre class="{cls}">{escape(printable(str(text)))}</pre>'
 
 
+def _input(test: Mapping[str, Any], runs_answer: str) -> str:
+    """A failing test's input: the call as a user writes it when the judge named one (MBPP
+    cases), with the whole script behind it; else the script."""
+    call = (test.get("extra") or {}).get("call")
+    script = _pre(test.get("script"), "input") if test.get("script") else runs_answer
+    if not call:
+        return script
+    return f"{_pre(call, 'input')}<details><summary>test script</summary>{script}</details>"
+
+
 def task_detail(task: Mapping[str, Any]) -> str:
     """One task opened: prompts, answers, and its failing tests with input, expected and actual."""
     tests = failing_tests(task)
@@ -229,7 +239,7 @@ def task_detail(task: Mapping[str, Any]) -> str:
                 '<tr class="failing-test">'
                 f"<td><code>{escape(sample + turn + str(x['test_id']))}</code><br>"
                 f'<span class="muted">{escape(str(x.get("failure_class")))}</span></td>'
-                f"<td>{_pre(x.get('script'), 'input') if x.get('script') else runs_answer}</td>"
+                f"<td>{_input(x, runs_answer)}</td>"
                 f"<td>{_pre(x.get('expected'), 'expected')}</td>"
                 f"<td>{_pre(x.get('actual'), 'actual')}</td>"
                 f"<td>{_pre((x.get('message') or '').strip(), 'message')}</td></tr>"

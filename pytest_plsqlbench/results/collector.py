@@ -271,6 +271,9 @@ class ResultsCollector:
             "finished": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
             "interrupted": self.interrupted,
             "items_collected": self.items_collected,
+            # Where a run's full answers are: each answer's ``code`` is the exact text that ran
+            # (``plsqlbench answers export`` writes them as an answers file).
+            "answer_code": "exact",
         }
         from ..generation import is_real_model, resolve_model, runtime_info
         from ..generation.prompts import system_prompt

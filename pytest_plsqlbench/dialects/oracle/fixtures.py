@@ -113,7 +113,7 @@ class FixtureLoading:
         for owner in owners:
             self._grant_read(owner)
         if candidate:
-            self._run_as(self.candidate, candidate, fixture.key)
+            self._run_as(self.candidate, candidate, fixture)
             self._candidate_statements.extend(candidate)
         # The candidate schema as fixtures leave it changed: take its baseline again on next use.
         self._baseline = None
@@ -156,7 +156,7 @@ class FixtureLoading:
             by_owner.setdefault(holder or owners[0], []).append(stmt)
         log.info("loading fixture %s into %s", fixture.key, ", ".join(owners))
         for owner in owners:
-            self._run_as(owner, by_owner.get(owner, []), fixture.key)
+            self._run_as(owner, by_owner.get(owner, []), fixture)
 
     def _missing_users(self, names: Sequence[str]) -> list[str]:
         binds = ", ".join(f":{i}" for i in range(len(names)))
@@ -173,8 +173,11 @@ class FixtureLoading:
         rows = self._admin_sql(f"SELECT owners FROM {REGISTRY} WHERE fixture_key LIKE 'owner:%'")
         return {owner for (owner,) in rows if owner}
 
-    def _run_as(self, schema: str, statements: Sequence[Statement], key: str) -> None:
-        """Run fixture statements as the admin with ``schema`` as the current schema."""
+    def _run_as(self, schema: str, statements: Sequence[Statement], fixture: Fixture | str) -> None:
+        """Run fixture statements as the admin with ``schema`` as the current schema; an error
+        names the fixture's file and line (``fixture``: the fixture, or what the statements are)."""
+        source = fixture if isinstance(fixture, Fixture) else Fixture(key=fixture, script="")
+        key = source.key
         oracledb = _driver()
         self._admin_sql(f"ALTER SESSION SET CURRENT_SCHEMA = {quote_ident(schema)}")
         try:
@@ -188,13 +191,9 @@ class FixtureLoading:
                             raise InfrastructureError(
                                 f"lost the database while loading fixture {key!r}: {message}"
                             ) from exc
-                        raise FixtureError(
-                            f"fixture {key!r} failed to load at script line {stmt.line}: {message.splitlines()[0]}"
-                        ) from exc
+                        raise FixtureError(source.load_error(stmt.line, message.splitlines()[0])) from exc
                     if cur.warning is not None:
-                        raise FixtureError(
-                            f"fixture {key!r}: statement at script line {stmt.line} compiled with errors"
-                        )
+                        raise FixtureError(source.load_error(stmt.line, "the statement compiled with errors"))
             self.admin.commit()
         finally:
             self._admin_sql(

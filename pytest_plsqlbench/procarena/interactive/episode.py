@@ -81,9 +81,6 @@ class EpisodeRecord:
     budget_limit: float
     max_steps: int
     ended: str = "submit"
-    #: Runs in a row whose episode ended in ``error`` (its provider failed), this one included: an
-    #: error episode is kept only for this count, and played again by the next run that asks.
-    failed_runs: int = 0
     final_turn: str | None = None
     error: str | None = None
     submission: str | None = None
@@ -133,15 +130,10 @@ def answer_of(rec: EpisodeRecord, *, source: str, cached: bool, key: str | None 
                       "completion_tokens": rec.tokens["solver"]["completion"], "cost_usd": rec.cost_usd,
                       "cached": cached, "status": "error" if rec.ended == "error" else "ok"})
     if rec.ended == "error":
-        from ...generation.cache import MAX_GENERATIONS
-
-        if rec.failed_runs >= MAX_GENERATIONS:
-            # As in Direct mode: else a model -- or the server in front of it -- could leave out
-            # every task it cannot solve by failing on it, run after run.
-            why = (f"the provider failed on this episode in {rec.failed_runs} runs, the most the regeneration "
-                   f"policy asks ({rec.error}): counted as not generated, a failure of the model")
-            return Answer(code=None, status="not_generated", error=why, source=source, cache_key=key, usage=usage)
-        return Answer(code=None, status="error", error=f"episode failed: {rec.error}", source=source,
+        # A provider failure (ProviderError.from_model is false): the harness's trouble, however
+        # many runs it happened in; the episode is not cached and the next run plays it again.
+        return Answer(code=None, status="error", error=f"episode failed: {rec.error} (not stored; the next run "
+                      "plays it again)", source=source,
                       cache_key=key, usage=usage)
     why = f"the model refused: {rec.error}" if rec.ended == "refused" else f"no submission (episode ended: {rec.ended})"
     return Answer(code=rec.submission or "", status="ok", source=source, cache_key=key, usage=usage,
@@ -177,8 +169,8 @@ class InteractiveEpisode(Rollout):
         return True
 
     def answer(self) -> Answer:
-        """From the episode cache, else played now on the scratch copy and cached (one that failed
-        only with its count of failed runs: never served, played again)."""
+        """From the episode cache, else played now on the scratch copy and cached (unless its
+        provider failed: then nothing is cached and the next run plays it again)."""
         store = self.store
         if store is None:
             return answer_of(self._played(), source="model", cached=False)
@@ -192,12 +184,9 @@ class InteractiveEpisode(Rollout):
             found = store.read()
             if _servable(found):
                 return answer_of(EpisodeRecord.from_dict(found), source="cache", cached=True, key=store.key)
-            failed_before = int(found.get("failed_runs") or 0) if found is not None else 0
             record = self._played()
-            if record.ended == "error":
-                # Kept for its count only: the next run that asks plays the episode again.
-                record.failed_runs = failed_before + 1
-            store.write(record.to_dict())
+            if record.ended != "error":  # a provider failure is never stored (nor counted)
+                store.write(record.to_dict())
         return answer_of(record, source="model", cached=False, key=store.key)
 
     def _played(self) -> EpisodeRecord:
@@ -266,7 +255,7 @@ class InteractiveEpisode(Rollout):
             # A refusal (context window exceeded, content policy) is the model's own failure, as in
             # Direct mode: a Solver can fill its context on purpose (its actions come back in every
             # request), and an error would leave the task out of the metrics.
-            raise _SolverFailed(str(exc), refused=exc.refused) from None
+            raise _SolverFailed(str(exc), refused=exc.from_model) from None
         _add_usage(self.record.tokens["solver"], completion.usage)
         cost = completion.usage.get("cost_usd")
         if cost is not None:
@@ -389,8 +378,8 @@ class InteractiveEpisode(Rollout):
 
 
 def _servable(found: Mapping[str, Any] | None) -> bool:
-    """A cached episode a run may use: one that ended in ``error`` is kept only for its count of
-    failed runs, and played again."""
+    """A cached episode a run may use: one that ended in ``error`` (written by older versions) is
+    a provider failure, never served: played again."""
     return found is not None and found.get("ended") != "error"
 
 
