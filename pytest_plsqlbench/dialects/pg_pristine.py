@@ -34,7 +34,8 @@ state any run leaves.)
 
 Copies live under ``/dev/shm`` when it is usable (a copy is ~40 MB, copied in ~60 ms there
 against ~400 ms on disk) and are started without ``pg_ctl`` (which polls every 100 ms);
-``autovacuum`` is off in copies, so nothing but the run itself changes them.
+``autovacuum`` is off and ``wal_level`` minimal in copies, so nothing but the run itself changes
+them.
 """
 
 from __future__ import annotations
@@ -63,8 +64,10 @@ log = logging.getLogger(__name__)
 
 #: Seconds a copy's server may take to accept connections.
 START_S = 30.0
-#: Settings of every copy's server: nothing runs in it but what the run sends.
-COPY_SETTINGS = ("autovacuum=off",)
+#: Settings of every pristine's and copy's server: nothing runs in it but what the run sends
+#: (no autovacuum; ``wal_level=minimal``: no standby snapshots written every 15 s of activity,
+#: which would move the WAL position with the clock).
+COPY_SETTINGS = ("autovacuum=off", "wal_level=minimal", "max_wal_senders=0")
 #: Free space /dev/shm must have left for copies to go there.
 SHM_MIN_FREE = 2 << 30
 
@@ -316,7 +319,7 @@ class PristineStore:
         root = _new_root(f"pristine-{self.backend.worker}")
         self._roots.append(root)
         _copy_tree(template, root / "data")
-        server = Postmaster(root)
+        server = Postmaster(root, COPY_SETTINGS)
         builder: Builder | None = None
         try:
             builder = self.backend.pristine_builder(server.start())
@@ -345,7 +348,7 @@ class PristineStore:
             root = _new_root(f"pristine-{self.backend.worker}")
             self._roots.append(root)
             _copy_tree(base.path, root / "data")
-            server = Postmaster(root)
+            server = Postmaster(root, COPY_SETTINGS)
             try:
                 server.start()
                 with psycopg.connect(server.uri(database=base.dbname), autocommit=True) as conn:
