@@ -32,14 +32,15 @@ state any run leaves.)
     backend.serve(copy) / backend.serve(None)   # the backend's candidate session, admin
                                          # connection and watchdog on the copy / back home
 
-Copies live under ``/dev/shm`` when it is usable (a copy is ~40 MB, copied in ~60 ms there
-against ~400 ms on disk) and are started without ``pg_ctl`` (which polls every 100 ms);
-``autovacuum`` is off and ``wal_level`` minimal in copies, so nothing but the run itself changes
-them.
+Pristines live in the temporary directory, copies under ``/dev/shm`` when it is usable (a copy
+is ~40 MB, written in ~60 ms there against ~400 ms on disk), started without ``pg_ctl`` (which
+polls every 100 ms); ``autovacuum`` is off and ``wal_level`` minimal, so nothing but the run
+itself changes them. At most ``MAX_SPARES`` copies are kept running ahead.
 """
 
 from __future__ import annotations
 
+import atexit
 import concurrent.futures
 import contextlib
 import hashlib
@@ -51,6 +52,7 @@ import subprocess
 import tempfile
 import threading
 import time
+import weakref
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator, Protocol
@@ -70,6 +72,9 @@ START_S = 30.0
 COPY_SETTINGS = ("autovacuum=off", "wal_level=minimal", "max_wal_senders=0")
 #: Free space /dev/shm must have left for copies to go there.
 SHM_MIN_FREE = 2 << 30
+#: Copies prepared ahead and kept running at most (the pristines most recently used): a run over
+#: many databases (PLForge's Spider schemas) must not leave a server running for each.
+MAX_SPARES = 2
 
 
 class Builder(Protocol):
@@ -140,6 +145,19 @@ def _copy_tree(source: Path, target: Path) -> None:
                                   f"{detail.decode(errors='replace').strip() or exc}") from exc
 
 
+#: Servers of copies and pristines this process started and has not stopped yet: killed at exit
+#: (``start_new_session`` keeps them out of the terminal's signals, so nothing else would).
+_LIVE: "weakref.WeakSet[Postmaster]" = weakref.WeakSet()
+_REAPED = False
+
+
+@atexit.register
+def _kill_live() -> None:
+    for server in list(_LIVE):
+        with contextlib.suppress(Exception):
+            server.kill()
+
+
 class Postmaster:
     """A ``postgres`` process on a data directory of ours (``root/data``, socket in ``root``).
 
@@ -166,6 +184,7 @@ class Postmaster:
         with open(self.root / "server.log", "ab") as logfile, pg_server.memory_limit_for_children():
             self._proc = subprocess.Popen(args, user=_server_user(), stdin=subprocess.DEVNULL, stdout=logfile,
                                           stderr=subprocess.STDOUT, start_new_session=True)
+        _LIVE.add(self)
         deadline = time.monotonic() + START_S
         pidfile = self.pgdata / "postmaster.pid"
         while True:
@@ -285,6 +304,10 @@ class PristineStore:
     """The worker's pristine data directories and the copies started from them."""
 
     def __init__(self, backend: Home) -> None:
+        global _REAPED
+        if not _REAPED:  # copies and pristines of runs that died without cleaning up
+            _REAPED = True
+            reap_leftovers()
         self.backend = backend
         self._pristines: dict[str, Pristine] = {}
         self._spares: dict[str, concurrent.futures.Future[Copy]] = {}
@@ -316,7 +339,7 @@ class PristineStore:
         template = pg_server._template()
         if template is None:
             raise InfrastructureError("no PostgreSQL template data directory to build a pristine copy from")
-        root = _new_root(f"pristine-{self.backend.worker}")
+        root = _new_root(f"pristine-{self.backend.worker}", Path(tempfile.gettempdir()))
         self._roots.append(root)
         _copy_tree(template, root / "data")
         server = Postmaster(root, COPY_SETTINGS)
@@ -345,7 +368,7 @@ class PristineStore:
             found = self._pristines.get(key)
             if found is not None:
                 return found
-            root = _new_root(f"pristine-{self.backend.worker}")
+            root = _new_root(f"pristine-{self.backend.worker}", Path(tempfile.gettempdir()))
             self._roots.append(root)
             _copy_tree(base.path, root / "data")
             server = Postmaster(root, COPY_SETTINGS)
@@ -399,6 +422,9 @@ class PristineStore:
         with self._lock:
             if pristine.key not in self._spares:
                 self._spares[pristine.key] = self._executor().submit(self._make, pristine)
+            while len(self._spares) > MAX_SPARES:  # dicts keep insertion order: the oldest first
+                stale = self._spares.pop(next(iter(self._spares)))
+                self._executor().submit(lambda f=stale: f.result().discard())
         self.made += 1
         self.waited_s += time.monotonic() - t0
         return made
