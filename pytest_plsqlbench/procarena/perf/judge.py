@@ -39,6 +39,17 @@ from . import quiet, timing
 log = logging.getLogger(__name__)
 
 KIND = "procarena-b2"
+def _harness_time(session: Any, action: Any) -> None:
+    """Run the harness's ``action`` (starting a fresh copy) off the answer's time budget: the
+    session's deadline moves by what it took."""
+    t0 = time.monotonic()
+    try:
+        action()
+    finally:
+        if getattr(session, "deadline", None) is not None:
+            session.deadline += time.monotonic() - t0
+
+
 class PerfJudge(Judge):
     kind = KIND
     mode = "cumulative"
@@ -90,6 +101,9 @@ class PerfJudge(Judge):
             record["why"] = gold.error
             return record
         session = ctx.session
+        # The gate on a fresh copy of the task's database (nothing of the candidate's call items
+        # or of gold's run in reach); the measurement and the runner's closing scope on another.
+        _harness_time(session, access.fresh_scope)
         session.begin_task()
         try:
             access.begin()
@@ -121,6 +135,7 @@ class PerfJudge(Judge):
         finally:
             session.end_task()
             access.restore()
+            _harness_time(session, access.fresh_scope)
         record["admitted"] = True
         return record
 
