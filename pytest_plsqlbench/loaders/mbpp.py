@@ -32,6 +32,7 @@ import pytest
 from filelock import FileLock
 
 from .. import datasources
+from ..collect import keep_constant_tasks
 from ..errors import DataError
 from ..manifests import Manifest
 from ..settings import ASSERTION_MODES, Settings
@@ -320,8 +321,10 @@ def _release_hint(given: Path) -> str:
 
 
 KEEP_HELP = (
-    "keep converted MBPP tasks that one constant answer passes (every kept case expects the same "
-    "value); left out by default, marked with metadata left_out when kept"
+    "keep the tasks that measure nothing: converted MBPP tasks one constant answer passes (every "
+    "kept case expects the same value; marked with metadata left_out when kept) and, in every "
+    "family, tasks an empty answer passes (e.g. Spider questions whose gold result is empty); "
+    "left out by default and named in the run's report"
 )
 
 
@@ -333,10 +336,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 def keep_left_out(config: pytest.Config | None) -> bool:
     """``--plsql-keep-constant-tasks`` or ini ``plsql_keep_constant_tasks``."""
-    if config is None:
-        return False
-    given = config.getoption("plsql_keep_constant_tasks", None)
-    return bool(given if given is not None else config.getini("plsql_keep_constant_tasks"))
+    return config is not None and keep_constant_tasks(config)
 
 
 @pytest.hookimpl(trylast=True)
