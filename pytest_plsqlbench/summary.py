@@ -62,6 +62,8 @@ def header_line(header: Mapping[str, Any]) -> str:
         parts.append("data " + ", ".join(f"{k}@{v}" for k, v in sorted(revisions.items())))
     if header.get("shard"):
         parts.append(f"shard {header['shard']}")
+    if header.get("limit") is not None:
+        parts.append(f"sample of {header['limit']} task(s) per subset (seed {header.get('seed')})")
     if header.get("merged_from"):
         parts.append(f"merged from {len(header['merged_from'])} parts")
     return " | ".join(parts)
