@@ -94,6 +94,7 @@ def generation(config: pytest.Config, settings: Settings) -> Generation:
             max_tokens=settings.model.max_tokens,
             timeout=settings.model.request_timeout,
             retries=settings.model.retries,
+            price=settings.model.price,
         )
 
     service = AnswerService(
