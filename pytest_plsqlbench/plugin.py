@@ -342,6 +342,10 @@ def pytest_configure(config: pytest.Config) -> None:
         collector = ResultsCollector(config, settings, _known_manifests(config, settings))
         config.stash[RESULTS_KEY] = collector
         config.pluginmanager.register(collector, "plsqlbench-results")
+        if not collect_only:
+            from .runprogress import register as register_progress
+
+            register_progress(config, settings.report.progress)
     config.stash[HARNESS_KEY] = Harness(config, settings)
     if settings.model.name not in (None, "reference") or settings.answers.file:
         os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")

@@ -203,6 +203,14 @@ OPTIONS: tuple[Opt, ...] = (
     Opt("show-prompt", "Print the exact messages sent to the model for TASK_ID and exit.", metavar="TASK_ID"),
     # --- output
     Opt("results", "Write the results JSON (per-task outcomes and aggregates) here.", metavar="PATH"),
+    Opt(
+        "progress",
+        "Seconds between progress lines while the tests run: items done, rate, ETA and the item "
+        "running longest (a sign of life for long items); none in a shorter run; 0: never.",
+        30.0,
+        type=float,
+        metavar="SECONDS",
+    ),
     # --- containment
     Opt(
         "safety",
@@ -435,6 +443,8 @@ class ReportSettings:
 
     #: ``--plsql-results``: the results JSON.
     results: Path | None = None
+    #: ``--plsql-progress``: seconds between test progress lines (0: none).
+    progress: float = 30.0
 
 
 #: Where each setting lives in :class:`Settings`: its flat name (the option's, ``plsql_`` and the
@@ -475,6 +485,7 @@ FIELDS: Mapping[str, tuple[str, str]] = {
     "missing": ("answers", "missing"),
     "show_prompt": ("answers", "show_prompt"),
     "results": ("report", "results"),
+    "progress": ("report", "progress"),
 }
 
 _GROUPS: Mapping[str, type] = {
@@ -555,6 +566,8 @@ class Settings:
                 raise UsageError(f"--plsql-{name} must be at least 1")
         if v["retries"] < 0:
             raise UsageError("--plsql-retries must not be negative")
+        if not v["progress"] >= 0 or not math.isfinite(v["progress"]):
+            raise UsageError("--plsql-progress must be 0 (none) or a number of seconds")
         shard = None
         if v["shard"]:
             m = _SHARD.match(str(v["shard"]))
@@ -637,7 +650,7 @@ class Settings:
                 missing=v["missing"],
                 show_prompt=v["show-prompt"],
             ),
-            report=ReportSettings(results=results),
+            report=ReportSettings(results=results, progress=v["progress"]),
         )
 
 
