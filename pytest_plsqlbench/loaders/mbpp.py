@@ -24,6 +24,7 @@ import logging
 import os
 import tempfile
 import time
+from collections.abc import Callable, Iterator
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -176,6 +177,37 @@ def calls_name(source: str, digest: str, subset: str) -> str:
     return f"{subset}-{source}-{digest[:16]}-v{CONVERTER_VERSION}-{code_fingerprint()}.calls.jsonl"
 
 
+#: Seconds between "converting: N/M tasks" lines while a conversion runs (a first conversion of
+#: MBPP+ takes half a minute; a shorter one prints none).
+PROGRESS_EVERY = 5.0
+
+
+class _Counted:
+    """The typed tasks of a conversion, logging now and then how many are done, the rate and the ETA."""
+
+    def __init__(self, items: Any, subset: str, every: float | None = None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.items, self.subset, self.clock = items, subset, clock
+        self.every = PROGRESS_EVERY if every is None else every
+        self.total = len(items)
+
+    def __len__(self) -> int:
+        return self.total
+
+    def __iter__(self) -> Iterator[Any]:
+        started = last = self.clock()
+        for done, item in enumerate(self.items, 1):
+            yield item
+            now = self.clock()
+            if now - last >= self.every and done < self.total:
+                last = now
+                rate = done / max(now - started, 1e-9)
+                progress.info(
+                    "plsqlbench: %s: converting: %d/%d tasks, %.1f tasks/s, ETA %.0fs",
+                    self.subset, done, self.total, rate, (self.total - done) / rate,
+                )
+
+
 def _convert(
     source: str,
     path: Path,
@@ -203,7 +235,8 @@ def _convert(
         if source == "plsqlbench-mbpp":
             # Typing depends on the assertion mode only here (PLSQLBench's restored set comparisons).
             typed = type_source(source, path, assertions=assertions, timeout=timeout)
-            result = emit_all(typed, source, dialect, subset=subset, assertions=assertions, keep_left_out=True)
+            counted: Any = _Counted(typed, subset)  # iterated once, with len(), as emit_all needs
+            result = emit_all(counted, source, dialect, subset=subset, assertions=assertions, keep_left_out=True)
             _write_atomic(target, [json.dumps(task_to_dict(t), ensure_ascii=False) for t in result.tasks])
             _write_summary(target, result)
             return
@@ -211,7 +244,7 @@ def _convert(
         out = _AtomicLines(target)
         try:
             results = emit_streaming(
-                typed,
+                _Counted(typed, subset),
                 source,
                 subset=subset,
                 targets=[(dialect, assertions)],
