@@ -124,7 +124,7 @@ class Harness:
 
 #: The skip reason of a task an empty answer passes (every family: decided by its judges).
 LEFT_OUT_EMPTY = (
-    "left out: an answer that does nothing passes every test of this task, so it measures nothing "
+    f"{outcomes.LEFT_OUT_PREFIX} an answer that does nothing passes every test of this task, so it measures nothing "
     "(--plsql-keep-constant-tasks keeps it)"
 )
 

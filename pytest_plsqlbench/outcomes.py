@@ -34,6 +34,8 @@ REFERENCE_FAILED_KEY = "reference_failed"
 #: such a task measures nothing, so it is left out (skipped, named) unless
 #: ``--plsql-keep-constant-tasks`` keeps it (then the key says so in its records).
 EMPTY_ANSWER_PASSES_KEY = "empty_answer_passes"
+#: How the skip message of such a task's tests begins (the summary counts them apart).
+LEFT_OUT_PREFIX = "left out:"
 
 #: A plugin skipped the item (e.g. a task the data at hand cannot run): not judged, listed apart.
 SKIPPED = "skipped"

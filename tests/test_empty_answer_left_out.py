@@ -117,6 +117,7 @@ def test_own_subset_tasks_an_empty_answer_passes_are_left_out_and_kept_on_reques
     assert doc["subsets"]["own"]["tasks"] == 2
     assert set(doc["subsets"]["own"]["skipped_tasks"]) == {"prints_nothing", "ignores_answer"}
     assert LEFT_OUT_EMPTY in proc.stdout, proc.stdout[-2000:]
+    assert "not in the metrics: 2 skipped (left out: an answer that does nothing passes their task)" in proc.stdout
     # Kept on request: scored, and their records say an empty answer passes them.
     proc, doc = run(tmp_path, "--plsql-tasks", str(tasks), "--subset", "own", "--plsql-keep-constant-tasks")
     assert proc.returncode == 0, proc.stdout[-3000:]
