@@ -137,6 +137,25 @@ class Harness:
                 self.backend = None
 
 
+#: The skip reason of a task an empty answer passes (every family: decided by its judges).
+LEFT_OUT_EMPTY = (
+    f"{outcomes.LEFT_OUT_PREFIX} an answer that does nothing passes every test of this task, so it measures nothing "
+    "(--plsql-keep-constant-tasks keeps it)"
+)
+
+
+def keep_constant_tasks(config: pytest.Config) -> bool:
+    """``--plsql-keep-constant-tasks`` / ini ``plsql_keep_constant_tasks``: keep the tasks a constant
+    or an empty answer passes (left out by default)."""
+    given = config.getoption("plsql_keep_constant_tasks", None)
+    if given is not None:
+        return bool(given)
+    try:
+        return bool(config.getini("plsql_keep_constant_tasks"))
+    except ValueError:  # the option is not registered (a run without the MBPP loader plugin)
+        return False
+
+
 class PlsqlFailure(Exception):
     """A unit test failed; carries the outcome (the model's fault, or excluded infra)."""
 
@@ -216,6 +235,8 @@ class PlsqlItem(pytest.Item):
         self.turn = turn
         self.test = test
         self.outcome: TestOutcome | None = None
+        #: Skipped because an empty answer passes its task (:data:`LEFT_OUT_EMPTY`).
+        self.left_out = False
 
     @property
     def task_node(self) -> TaskNode:
@@ -229,6 +250,10 @@ class PlsqlItem(pytest.Item):
             run = self.task_node.run
             assert run is not None, "task setup did not run"
             outcome = run.run_test(self.turn.index, self.test)
+        if outcome.extra.get(outcomes.EMPTY_ANSWER_PASSES_KEY) and not keep_constant_tasks(self.config):
+            self.left_out = True
+            # Reported at the item (its task), not at this line, as a skip mark's is.
+            raise pytest.skip.Exception(LEFT_OUT_EMPTY, _use_item_location=True)
         self.outcome = outcome
         if not self.outcome.passed:
             raise PlsqlFailure(self.outcome)

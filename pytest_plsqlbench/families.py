@@ -52,6 +52,18 @@ class Column:
     #: ``percent``: a fraction shown as a percentage; ``ratio``: a plain number (e.g. 1.35x);
     #: ``count``: an integer.
     unit: str = "percent"
+    #: The HTML chart a ``percent`` column is drawn in: columns of one chart must be comparable
+    #: (scores with scores; shares of failure types or of B2 bins in charts of their own).
+    #: A key of :data:`CHARTS`, or any other title.
+    chart: str = "scores"
+
+
+#: Titles of the report's charts by :attr:`Column.chart` key (other keys are shown as the title).
+CHARTS = {
+    "scores": "Scores by subset (%), with 95% CIs",
+    "failure_types": "Failure types (% of tasks)",
+    "b2_bins": "B2 speed-up bins (% of admitted B2 tasks)",
+}
 
 
 @dataclass

@@ -53,6 +53,9 @@ class JudgeContext:
     expected: dict[tuple[int, str], Any] = field(default_factory=dict)
     #: Why an expectation could not be computed (reported with the tests that lack one).
     reference_error: str | None = None
+    #: ``(turn, test id)`` -> whether an empty answer passes the test, where :meth:`Judge.prepare`
+    #: ran one (judges whose empty answer must really run, e.g. a test script that runs without it).
+    empty_passes: dict[tuple[int, str], bool] = field(default_factory=dict)
 
     @property
     def session(self) -> Session:
@@ -145,6 +148,22 @@ class Judge:
 
     def judge(self, ctx: JudgeContext, turn: int, test: UnitTest, execution: Execution) -> TestOutcome:
         raise NotImplementedError
+
+    def empty_answer_passes(self, ctx: JudgeContext, turn: int, test: UnitTest) -> bool | None:
+        """Whether an empty answer passes ``test`` (after :meth:`prepare`); None: not known.
+
+        A task every test of which an empty answer passes is left out by default (it measures
+        nothing). Default: what :meth:`prepare` found by running one (``ctx.empty_passes``), else,
+        where the answer *is* the test's program (``answer_mode: execute``, no script), the verdict
+        on what an empty program does -- print nothing, raise nothing. Other tests are not known.
+        """
+        if (turn, test.id) in ctx.empty_passes:
+            return ctx.empty_passes[(turn, test.id)]
+        if test.script is not None or ctx.task.answer_mode != "execute":
+            return None
+        if self.needs_expectation(test) and (turn, test.id) not in ctx.expected:
+            return None
+        return self.judge(ctx, turn, test, Execution()).passed
 
     def finish(self, ctx: JudgeContext) -> None:
         """After the task's scope ended: undo what :meth:`prepare` or the tests did outside it
@@ -325,6 +344,23 @@ class ReferenceJudge(Judge):
                         continue
                     script = test.script if test.script is not None else turn.reference
                     ctx.expected[(turn.index, test.id)] = capture(session.run(script, isolated=True, phase="reference"))
+        finally:
+            session.end_task()
+        self._run_empty(ctx, tests)
+
+    def _run_empty(self, ctx: JudgeContext, tests: list[tuple[Turn, UnitTest]]) -> None:
+        """An empty answer, really run: each test script in a clean state with no answer installed
+        (an empty answer installs nothing, whatever turn); ``ctx.empty_passes`` says which pass."""
+        scripted = [(turn, test) for turn, test in tests
+                    if test.script is not None and (turn.index, test.id) in ctx.expected]
+        if not scripted:
+            return
+        session = ctx.session
+        session.begin_task()
+        try:
+            for turn, test in scripted:
+                got = capture(session.run(str(test.script), isolated=True, phase="reference"))
+                ctx.empty_passes[(turn.index, test.id)] = compare_output(ctx.expected[(turn.index, test.id)], got)[0]
         finally:
             session.end_task()
 

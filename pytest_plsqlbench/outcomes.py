@@ -30,6 +30,12 @@ NOT_GENERATED = "not_generated"
 MISSING_EXCLUDED_KEY = "missing_excluded"
 #: ``extra`` key of a test left out because its reference output could not be captured.
 REFERENCE_FAILED_KEY = "reference_failed"
+#: ``extra`` key of every test of a task that an empty answer passes (every test, as judged):
+#: such a task measures nothing, so it is left out (skipped, named) unless
+#: ``--plsql-keep-constant-tasks`` keeps it (then the key says so in its records).
+EMPTY_ANSWER_PASSES_KEY = "empty_answer_passes"
+#: How the skip message of such a task's tests begins (the summary counts them apart).
+LEFT_OUT_PREFIX = "left out:"
 
 #: A plugin skipped the item (e.g. a task the data at hand cannot run): not judged, listed apart.
 SKIPPED = "skipped"

@@ -190,15 +190,33 @@ def _check_unique(subset: str, tasks: Sequence[Task]) -> None:
 def select_tasks(
     out: dict[str, tuple[Path | None, list[Task]]], settings: Settings
 ) -> dict[str, tuple[Path | None, list[Task]]]:
-    """The run's tasks: narrowed by --plsql-task, then sharded if asked."""
+    """The run's tasks: narrowed by --plsql-task, sampled by --plsql-limit, then sharded if asked
+    (every shard of a limited run samples the same tasks, so the shards partition that sample)."""
     if settings.tasks.ids:
         out = _only_tasks(out, settings.tasks.ids)
+    if settings.tasks.limit is not None:
+        out = {s: (p, sample_tasks(ts, settings.tasks.limit, settings.tasks.seed, s)) for s, (p, ts) in out.items()}
     if settings.tasks.shard:
         index, count = settings.tasks.shard
         ordered = sorted((subset, t.id) for subset, (_, ts) in out.items() for t in ts)
         keep = {key for n, key in enumerate(ordered) if n % count == index - 1}
         out = {s: (p, [t for t in ts if (s, t.id) in keep]) for s, (p, ts) in out.items()}
     return out
+
+
+def sample_tasks(tasks: Sequence[Task], limit: int | float, seed: int, subset: str) -> list[Task]:
+    """``--plsql-limit``: a random sample of ``limit`` tasks (a count, or a share of them), drawn
+    with ``seed`` and the subset's name from the tasks in id order -- the same whatever order the
+    loader gave them in -- and returned in their original order."""
+    import math
+    import random
+
+    count = limit if isinstance(limit, int) else max(1, math.ceil(limit * len(tasks)))
+    if count >= len(tasks):
+        return list(tasks)
+    ordered = sorted(tasks, key=lambda t: t.id)
+    chosen = {id(t) for t in random.Random(f"{seed}:{subset}").sample(ordered, count)}
+    return [t for t in tasks if id(t) in chosen]
 
 
 def _only_tasks(
@@ -335,6 +353,10 @@ def pytest_configure(config: pytest.Config) -> None:
         collector = ResultsCollector(config, settings, _known_manifests(config, settings))
         config.stash[RESULTS_KEY] = collector
         config.pluginmanager.register(collector, "plsqlbench-results")
+        if not collect_only:
+            from .runprogress import register as register_progress
+
+            register_progress(config, settings.report.progress)
     config.stash[HARNESS_KEY] = Harness(config, settings)
     if settings.model.name not in (None, "reference") or settings.answers.file:
         os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")

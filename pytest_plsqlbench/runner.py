@@ -148,6 +148,9 @@ class TaskRun:
         #: The task's answers lost their session twice running one test: a later loss under
         #: them is theirs at once (the next test's first attempt only meets what is left of it).
         self._kills_its_session = False
+        #: An empty answer passes every test of the task (known once started): see
+        #: :meth:`~pytest_plsqlbench.judges.Judge.empty_answer_passes`.
+        self.empty_answer_passes = False
 
     @property
     def expected(self) -> dict[tuple[int, str], object]:
@@ -166,6 +169,7 @@ class TaskRun:
     def _start_once(self) -> None:
         self.backend.ensure_fixtures(self.task.fixtures)
         self._prepare()
+        self.empty_answer_passes = self._empty_answer_passes()
         session = self.backend.session()
         session.begin_task()
         self.installed_upto = 0
@@ -182,6 +186,19 @@ class TaskRun:
         order = sorted(by_kind, key=lambda k: (k != "reference", k != "rows"))
         for kind in order:
             self.judges[kind].prepare(self.ctx, by_kind[kind])
+
+    def _empty_answer_passes(self) -> bool:
+        """Every test of the task passes with an empty answer, as its judge decides (a test no
+        judge can decide without the answer keeps the task in)."""
+        verdicts = []
+        for turn in self.task.turns:
+            for test in turn.tests:
+                try:
+                    verdicts.append(self.judges[test.kind].empty_answer_passes(self.ctx, turn.index, test))
+                except Exception as exc:  # noqa: BLE001 - a plugin judge's probe never fails the task
+                    log.debug("task %s: empty-answer check of %s failed: %s", self.task.id, test.id, exc)
+                    return False
+        return bool(verdicts) and all(v is True for v in verdicts)
 
     def finish(self) -> None:
         if not self.started:
@@ -295,6 +312,8 @@ class TaskRun:
             if session is not None:
                 session.deadline = None
             self.spent += time.monotonic() - t0
+        if self.empty_answer_passes:
+            outcome.extra[outcomes.EMPTY_ANSWER_PASSES_KEY] = True
         warning = self.turns[turn_index - 1].warning
         if warning:
             # --plsql-safety=warn: the answer ran; its record says what the check found.

@@ -7,6 +7,7 @@ Options are resolved once, in ``pytest_configure``, into :class:`Settings`.
 
 from __future__ import annotations
 
+import math
 import os
 import re
 from dataclasses import dataclass, field
@@ -139,6 +140,22 @@ OPTIONS: tuple[Opt, ...] = (
     ),
     Opt("shard", "Run only shard I of N (deterministic split by task), e.g. 1/4.", metavar="I/N"),
     Opt(
+        "limit",
+        "Run a seeded random sample of N tasks per subset (all when a subset has fewer; a fraction "
+        "0 < N < 1 takes that share, at least one), for a quick estimate; the same N and "
+        "--plsql-seed give the same tasks. The run is marked as sampled.",
+        env="PLSQL_LIMIT",
+        metavar="N",
+    ),
+    Opt(
+        "seed",
+        "Seed of the --plsql-limit sample (default 1234).",
+        1234,
+        type=int,
+        env="PLSQL_SEED",
+        metavar="SEED",
+    ),
+    Opt(
         "task",
         "Run only these tasks, by exact id (Mbpp/2 or its node name Mbpp-2; unlike -k, Mbpp-2 does "
         "not also select Mbpp-20). Comma-separated, repeatable.",
@@ -170,6 +187,14 @@ OPTIONS: tuple[Opt, ...] = (
         type=int,
         metavar="N",
     ),
+    Opt(
+        "price",
+        "Price of the model's tokens in USD per million, as INPUT,OUTPUT (e.g. 0.15,0.60): for a "
+        "custom endpoint or a model litellm has no price for (cost would be 'unknown'); when "
+        "given it prices every answer of the run instead of litellm's cost map.",
+        env="PLSQL_PRICE",
+        metavar="IN,OUT",
+    ),
     Opt("request-timeout", "Seconds before one model request is abandoned and retried.", 300.0, type=float),
     Opt("retries", "Retries of a model request after 429/5xx/timeouts (with backoff).", 5, type=int),
     Opt("cache", "Directory of the answer cache (one JSON file per answer).", ".plsql_cache", metavar="DIR"),
@@ -178,6 +203,14 @@ OPTIONS: tuple[Opt, ...] = (
     Opt("show-prompt", "Print the exact messages sent to the model for TASK_ID and exit.", metavar="TASK_ID"),
     # --- output
     Opt("results", "Write the results JSON (per-task outcomes and aggregates) here.", metavar="PATH"),
+    Opt(
+        "progress",
+        "Seconds between progress lines while the tests run: items done, rate, ETA and the item "
+        "running longest (a sign of life for long items); none in a shorter run; 0: never.",
+        30.0,
+        type=float,
+        metavar="SECONDS",
+    ),
     # --- containment
     Opt(
         "safety",
@@ -270,6 +303,39 @@ def _raw(config: pytest.Config, opt: Opt) -> Any:
     return value
 
 
+def parse_limit(value: Any) -> int | float | None:
+    """``--plsql-limit``: a whole number of tasks (>= 1), or a share 0 < x < 1; None when not given."""
+    if value is None or str(value).strip() == "":
+        return None
+    text = str(value).strip()
+    try:
+        number = float(text)
+    except ValueError:
+        number = float("nan")
+    if math.isfinite(number) and number >= 1 and number == int(number):
+        return int(number)
+    if 0 < number < 1:
+        return number
+    raise UsageError(f"--plsql-limit: expected a number of tasks (1, 2, ...) or a share between 0 and 1, got {text!r}")
+
+
+def parse_price(value: Any) -> tuple[float, float] | None:
+    """``--plsql-price IN,OUT``: USD per million input and output tokens (finite, not negative)."""
+    if value is None or str(value).strip() == "":
+        return None
+    text = str(value).strip()
+    parts = [p.strip().lstrip("$") for p in text.split(",")]
+    try:
+        numbers = tuple(float(p) for p in parts)
+    except ValueError:
+        numbers = ()
+    if len(numbers) != 2 or not all(math.isfinite(n) and n >= 0 for n in numbers):
+        raise UsageError(
+            f"--plsql-price: expected INPUT,OUTPUT in USD per million tokens (e.g. 0.15,0.60), got {text!r}"
+        )
+    return numbers[0], numbers[1]
+
+
 def default_db(dialect: str, dsn: str | None) -> str:
     """Where the database comes from when --plsql-db is not given."""
     return "dsn" if dsn else ("embedded" if dialect == "postgres" else "container")
@@ -296,6 +362,10 @@ class TaskSettings:
     shard: tuple[int, int] | None = None
     #: ``--plsql-assertions``: how MBPP assertion blocks are written (null-safe or as published).
     assertions: str = "null-safe"
+    #: ``--plsql-limit``: tasks sampled per subset -- a count (int) or a share (0 < float < 1); None: all.
+    limit: int | float | None = None
+    #: ``--plsql-seed``: seed of the ``limit`` sample.
+    seed: int = 1234
 
 
 @dataclass(frozen=True)
@@ -347,6 +417,8 @@ class ModelSettings:
     retries: int = 5
     #: ``plsql_model_aliases`` (ini): alias -> litellm model string.
     aliases: Mapping[str, str] = field(default_factory=dict)
+    #: ``--plsql-price``: USD per million (input, output) tokens; None: litellm's cost map.
+    price: tuple[float, float] | None = None
 
 
 @dataclass(frozen=True)
@@ -371,6 +443,8 @@ class ReportSettings:
 
     #: ``--plsql-results``: the results JSON.
     results: Path | None = None
+    #: ``--plsql-progress``: seconds between test progress lines (0: none).
+    progress: float = 30.0
 
 
 #: Where each setting lives in :class:`Settings`: its flat name (the option's, ``plsql_`` and the
@@ -381,6 +455,8 @@ FIELDS: Mapping[str, tuple[str, str]] = {
     "task_ids": ("tasks", "ids"),
     "shard": ("tasks", "shard"),
     "assertions": ("tasks", "assertions"),
+    "limit": ("tasks", "limit"),
+    "seed": ("tasks", "seed"),
     "data": ("data", "release"),
     "sources": ("data", "sources"),
     "data_cache": ("data", "cache"),
@@ -401,6 +477,7 @@ FIELDS: Mapping[str, tuple[str, str]] = {
     "request_timeout": ("model", "request_timeout"),
     "retries": ("model", "retries"),
     "model_aliases": ("model", "aliases"),
+    "price": ("model", "price"),
     "answers": ("answers", "file"),
     "cache": ("answers", "cache"),
     "cache_only": ("answers", "cache_only"),
@@ -408,6 +485,7 @@ FIELDS: Mapping[str, tuple[str, str]] = {
     "missing": ("answers", "missing"),
     "show_prompt": ("answers", "show_prompt"),
     "results": ("report", "results"),
+    "progress": ("report", "progress"),
 }
 
 _GROUPS: Mapping[str, type] = {
@@ -488,12 +566,16 @@ class Settings:
                 raise UsageError(f"--plsql-{name} must be at least 1")
         if v["retries"] < 0:
             raise UsageError("--plsql-retries must not be negative")
+        if not v["progress"] >= 0 or not math.isfinite(v["progress"]):
+            raise UsageError("--plsql-progress must be 0 (none) or a number of seconds")
         shard = None
         if v["shard"]:
             m = _SHARD.match(str(v["shard"]))
             if not m or not (1 <= int(m.group(1)) <= int(m.group(2))):
                 raise UsageError(f"--plsql-shard: expected I/N with 1 <= I <= N, got {v['shard']!r}")
             shard = (int(m.group(1)), int(m.group(2)))
+        limit = parse_limit(v["limit"])
+        price = parse_price(v["price"])
         sources: dict[str, Path] = {}
         for item in v["source"] or []:
             name, sep, path = str(item).partition("=")
@@ -534,6 +616,8 @@ class Settings:
                 ),
                 shard=shard,
                 assertions=v["assertions"],
+                limit=limit,
+                seed=v["seed"],
             ),
             data=DataSettings(release=as_path(v["data"]), sources=sources, cache=as_path(v["data-cache"])),
             database=DatabaseSettings(
@@ -556,6 +640,7 @@ class Settings:
                 request_timeout=v["request-timeout"],
                 retries=v["retries"],
                 aliases=aliases,
+                price=price,
             ),
             answers=AnswerSettings(
                 file=answers,
@@ -565,7 +650,7 @@ class Settings:
                 missing=v["missing"],
                 show_prompt=v["show-prompt"],
             ),
-            report=ReportSettings(results=results),
+            report=ReportSettings(results=results, progress=v["progress"]),
         )
 
 

@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from . import families
-from .outcomes import EXCLUDED, FAILURE_CLASSES, LABELS, SKIPPED
+from .outcomes import EXCLUDED, FAILURE_CLASSES, LABELS, LEFT_OUT_PREFIX, SKIPPED
 
 METRIC_LABELS = {
     "mean_test_pass": "Mean Test Pass@1",
@@ -62,6 +62,8 @@ def header_line(header: Mapping[str, Any]) -> str:
         parts.append("data " + ", ".join(f"{k}@{v}" for k, v in sorted(revisions.items())))
     if header.get("shard"):
         parts.append(f"shard {header['shard']}")
+    if header.get("limit") is not None:
+        parts.append(f"sample of {header['limit']} task(s) per subset (seed {header.get('seed')})")
     if header.get("merged_from"):
         parts.append(f"merged from {len(header['merged_from'])} parts")
     return " | ".join(parts)
@@ -329,7 +331,8 @@ def item_counts(document: Mapping[str, Any]) -> dict[str, Any]:
     from .metrics import NOT_JUDGED, judged_class
 
     out: dict[str, Any] = dict.fromkeys(
-        ("items", "passed", "failed", "skipped", "judged", "judged_passed", "left_out", "left_out_failed", "left_out_passed"),
+        ("items", "passed", "failed", "skipped", "skipped_left_out", "judged", "judged_passed", "left_out",
+         "left_out_failed", "left_out_passed"),
         0,
     )
     by_class: dict[str, int] = {}
@@ -345,6 +348,8 @@ def item_counts(document: Mapping[str, Any]) -> dict[str, Any]:
             passed = bool(test.get("passed"))
             if cls == SKIPPED:
                 out["skipped"] += 1
+                # A task an answer doing nothing passes (collect.LEFT_OUT_EMPTY), apart from not runnable ones.
+                out["skipped_left_out"] += str(test.get("message") or "").startswith(LEFT_OUT_PREFIX)
                 continue
             out["passed" if passed else "failed"] += 1
             sample_out = bool(task.get("excluded")) if dropped is None else int(test.get("sample") or 0) in dropped
@@ -376,8 +381,11 @@ def items_line(document: Mapping[str, Any]) -> str | None:
         left.append(f"{c['left_out_failed']} failed ({classes})")
     if c["left_out_passed"]:
         left.append(f"{c['left_out_passed']} passed in task samples left out with them")
-    if c["skipped"]:
-        left.append(f"{c['skipped']} skipped (not runnable)")
+    left_out = c["skipped_left_out"]
+    if c["skipped"] - left_out:
+        left.append(f"{c['skipped'] - left_out} skipped (not runnable)")
+    if left_out:
+        left.append(f"{left_out} skipped (left out: an answer that does nothing passes their task)")
     if left:
         line += "; not in the metrics: " + ", ".join(left)
     return line

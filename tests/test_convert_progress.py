@@ -107,3 +107,32 @@ def test_a_download_says_what_it_fetches_its_size_and_how_long(tmp_path, caplog)
     lines = [r.getMessage() for r in caplog.records if r.name == "pytest_plsqlbench.progress"]
     assert lines[0].startswith(f"plsqlbench: mini: downloading {url} (first use;")
     assert lines[1].startswith(f"plsqlbench: mini: downloaded {url} (0.0 MB, sha256 ") and lines[1].endswith("s")
+
+
+def test_a_long_conversion_says_how_far_it_is_the_rate_and_the_eta(caplog):
+    """Every PROGRESS_EVERY seconds: done/total, tasks per second and the time left."""
+    import logging
+
+    from pytest_plsqlbench.loaders.mbpp import _Counted
+
+    ticks = iter(range(0, 1000, 3))  # each task takes 3 s of the fake clock
+    counted = _Counted(list(range(10)), "mbpp-plus", every=5.0, clock=lambda: float(next(ticks)))
+    with caplog.at_level(logging.INFO, logger="pytest_plsqlbench.progress"):
+        assert list(counted) == list(range(10)) and len(counted) == 10
+    lines = [r.getMessage() for r in caplog.records if r.name == "pytest_plsqlbench.progress"]
+    assert lines[0] == "plsqlbench: mbpp-plus: converting: 2/10 tasks, 0.3 tasks/s, ETA 24s"
+    assert len(lines) == 4 and lines[-1].startswith("plsqlbench: mbpp-plus: converting: 8/10 tasks")
+
+
+def test_conversion_progress_lines_reach_the_terminal(pytester, tmp_path, monkeypatch):
+    """A conversion longer than the interval prints its progress line where the others go."""
+    import pytest_plsqlbench.loaders.mbpp as mbpp
+
+    src, cache = _plus_file(tmp_path / "MbppPlus.jsonl"), tmp_path / "cache"
+    monkeypatch.setattr(mbpp, "PROGRESS_EVERY", 0.0)
+    result = pytester.runpytest_inprocess(
+        "-p", "no:cacheprovider", "--subset", "mbpp-plus", f"--plsql-source=mbppplus={src}",
+        f"--plsql-data-cache={cache}", "--collect-only",
+    )
+    lines = _progress(result)
+    assert any(x.startswith("plsqlbench: mbpp-plus: converting: 1/3 tasks") and "ETA" in x for x in lines), lines

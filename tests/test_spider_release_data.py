@@ -50,8 +50,11 @@ def test_published_references_on_the_releases_database(
     pytester: pytest.Pytester, spider_sample: Path, workers: str
 ) -> None:
     results = pytester.path / "results.json"
+    # Every published reference, kept as published: the 11 tasks an answer printing nothing
+    # passes are left out by default (tests/test_empty_answer_left_out.py), kept here on request.
     result = run(
-        pytester, spider_sample, "--plsql-model=reference", "-n", workers, f"--plsql-results={results}"
+        pytester, spider_sample, "--plsql-model=reference", "-n", workers, f"--plsql-results={results}",
+        "--plsql-keep-constant-tasks",
     )
     # No infrastructure error: the data loads, with its adjustment named.
     result.assert_outcomes(passed=16, failed=6)
@@ -81,7 +84,9 @@ def test_published_references_on_the_releases_database(
     # Tasks an answer printing nothing passes are named (the gold rows each test recorded).
     empty = sorted((t["task_id"] for t in doc["tasks"] if t["tests"][0]["expected"] == []), key=lambda i: int(i[7:]))
     assert report["empty_gold_tasks"] == empty and len(empty) == 11
-    result.stdout.fnmatch_lines(["  gold result empty: 11 of the 22 task(s) run -- an answer that prints nothing passes them*"])
+    result.stdout.fnmatch_lines(
+        ["  gold result empty: 11 of the 22 task(s) run -- an answer that prints nothing passes them; kept on request (11)*"]
+    )
     assert doc["subsets"]["spider"]["failure_classes"]["infrastructure"] == 0
     assert doc["subsets"]["spider"]["suite_pass"] == pytest.approx(16 / 22)
 
@@ -121,10 +126,15 @@ def test_an_answers_file_is_judged_task_by_task(pytester: pytest.Pytester, spide
         "spider_22": "interface",
         "spider_18": "invalid_artifact",
     }
-    assert {o for t, o in by_task.items() if t not in ANSWERS} == {"not_generated"}
-    summary = json.loads(results.read_text())["subsets"]["spider"]
-    # Tasks the file has no answer for fail (not generated) by default: 2 of 22 pass.
-    assert summary["suite_pass"] == pytest.approx(2 / 22)
+    doc = json.loads(results.read_text())
+    empty_gold = set(doc["spider_report"]["spider"]["empty_gold_tasks"])
+    # The 11 tasks an answer printing nothing passes are left out (skipped), answered or not.
+    assert len(empty_gold) == 11 and not empty_gold & set(ANSWERS)
+    assert {t for t, o in by_task.items() if o == "skipped"} == empty_gold
+    assert {o for t, o in by_task.items() if t not in ANSWERS and t not in empty_gold} == {"not_generated"}
+    summary = doc["subsets"]["spider"]
+    # Tasks the file has no answer for fail (not generated) by default: 2 of the 11 scored pass.
+    assert summary["tasks"] == 11 and summary["suite_pass"] == pytest.approx(2 / 11)
     assert summary["failure_classes"]["infrastructure"] == 0
 
 

@@ -249,6 +249,14 @@ def is_transient(exc: BaseException, litellm: ModuleType) -> bool:
     return isinstance(exc, getattr(litellm, "APIError", ())) or type(exc).__name__ in ("JSONDecodeError",)
 
 
+def _priced(price: tuple[float, float], prompt_tokens: Any, completion_tokens: Any) -> float | None:
+    """USD for a reply at ``price`` (per million input, output tokens); None when the endpoint
+    reported no token counts (then the cost stays unknown rather than a made-up zero)."""
+    if not isinstance(prompt_tokens, int) or not isinstance(completion_tokens, int):
+        return None
+    return (prompt_tokens * price[0] + completion_tokens * price[1]) / 1_000_000
+
+
 class ModelClient:
     """Chat completions for one model with the run's parameters; thread-safe."""
 
@@ -264,8 +272,11 @@ class ModelClient:
         backoff_base: float = 1.0,
         backoff_max: float = 60.0,
         sleep: Callable[[float], None] = time.sleep,
+        price: tuple[float, float] | None = None,
     ) -> None:
         self.model = model
+        #: ``--plsql-price``: USD per million (input, output) tokens, instead of litellm's cost map.
+        self.price = price
         self.api_base = api_base
         self.temperature = temperature
         self.max_tokens = max_tokens
@@ -338,7 +349,10 @@ class ModelClient:
         usage_obj = getattr(response, "usage", None)
         hidden = getattr(response, "_hidden_params", None) or {}
         cost: float | None = None
-        if hidden.get("response_cost") is not None:  # litellm priced it already
+        if self.price is not None:  # the user's price (a custom endpoint litellm cannot price)
+            cost = _priced(self.price, getattr(usage_obj, "prompt_tokens", None),
+                           getattr(usage_obj, "completion_tokens", None))
+        elif hidden.get("response_cost") is not None:  # litellm priced it already
             cost = float(hidden["response_cost"])
         elif "response_cost" not in hidden:
             try:

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -94,6 +95,7 @@ def generation(config: pytest.Config, settings: Settings) -> Generation:
             max_tokens=settings.model.max_tokens,
             timeout=settings.model.request_timeout,
             retries=settings.model.retries,
+            price=settings.model.price,
         )
 
     service = AnswerService(
@@ -139,6 +141,7 @@ def pytest_plsql_prefetch(config: pytest.Config, tasks: Sequence[Task]) -> None:
     prefetcher = Prefetcher(
         gen.service, tasks, samples=settings.model.samples, concurrency=settings.model.concurrency,
         worker_index=index, worker_count=count, steal=not settings.answers.cache_only,
+        controller_alive=controller_alive(config, gen),
     )
     prefetcher.progress = ProgressWriter(
         progress_dir(gen.cache.root, gen.run_id) / f"{wid}.json", wid, prefetcher.own_total,
@@ -147,6 +150,55 @@ def pytest_plsql_prefetch(config: pytest.Config, tasks: Sequence[Task]) -> None:
     gen.prefetcher = prefetcher.start()
     log.info("%s: prefetching %d of %d tasks with %s (concurrency %d)", wid, prefetcher.own_total,
              len(tasks) * settings.model.samples, gen.model, settings.model.concurrency)
+
+
+#: In the run's progress folder: the controller was interrupted (Ctrl-C); workers stop generating.
+STOPPED_FILE = "controller-stopped"
+
+
+def controller_alive(config: pytest.Config, gen: Generation) -> Callable[[], bool]:
+    """False once the controller of this run stopped: it wrote :data:`STOPPED_FILE` on Ctrl-C, or
+    (an xdist worker) the process that started this one is gone."""
+    marker = progress_dir(gen.cache.root, gen.run_id) / STOPPED_FILE
+    parent = os.getppid() if state.worker_count(config) > 1 else None
+
+    def alive() -> bool:
+        return not marker.exists() and (parent is None or os.getppid() == parent)
+
+    return alive
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_keyboard_interrupt(excinfo: pytest.ExceptionInfo[BaseException]) -> None:
+    """Ctrl-C on the controller: tell the workers (which xdist lets finish the tests queued for
+    them) to start no new model request and to run no further test."""
+    config = _CONFIG.get("config")
+    gen = config.stash.get(GENERATION_KEY, None) if config is not None else None
+    if gen is None or getattr(config, "workerinput", None) is not None:
+        return
+    folder = progress_dir(gen.cache.root, gen.run_id)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / STOPPED_FILE).write_text("interrupted\n", encoding="utf-8")
+    except OSError as exc:
+        log.debug("cannot tell the workers the run stopped: %s", exc)
+    if gen.prefetcher is not None:
+        gen.prefetcher.stop()
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """A worker whose controller stopped runs no further test (each would need an answer)."""
+    gen = item.config.stash.get(GENERATION_KEY, None)
+    if gen is None or gen.prefetcher is None or gen.prefetcher.controller_alive():
+        return
+    gen.prefetcher.stop()
+    item.session.shouldstop = "the run was interrupted on the controller"
+    pytest.skip("not run: the run was interrupted (Ctrl-C)")
+
+
+#: The config of this process, for hooks pytest calls without one (pytest_keyboard_interrupt).
+_CONFIG: dict[str, pytest.Config] = {}
 
 
 def _setup(config: pytest.Config) -> None:
@@ -169,6 +221,7 @@ def _setup(config: pytest.Config) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    _CONFIG["config"] = config
     _setup(config)
 
 

@@ -11,7 +11,9 @@ the cache, or generates it itself if nobody has started. Locks plus the re-read 
 what make it one request per key for the whole run; the split only spreads the work.
 
 The threads are daemons: a run interrupted mid-generation exits without waiting for requests in
-flight, and what was finished is in the cache (atomically written) for the next run.
+flight, and what was finished is in the cache (atomically written) for the next run. A worker
+starts no new request once the run's controller has stopped (``controller_alive``: Ctrl-C there,
+or the controller gone), though xdist lets it finish the test it is running.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from __future__ import annotations
 import collections
 import logging
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from ..answers import Answer
@@ -67,8 +69,11 @@ class Prefetcher:
         worker_count: int = 1,
         progress: ProgressWriter | None = None,
         steal: bool = True,
+        controller_alive: Callable[[], bool] | None = None,
     ) -> None:
         self.service = service
+        #: False once the run's controller stopped (Ctrl-C, gone): no new request is started then.
+        self.controller_alive = controller_alive or (lambda: True)
         self.concurrency = concurrency
         self.progress = progress
         conversations = [(task, s) for task in tasks for s in range(samples)]
@@ -109,6 +114,9 @@ class Prefetcher:
 
     # ------------------------------------------------------------------ threads
     def _next(self) -> Job | None:
+        if not self._stop.is_set() and not self.controller_alive():
+            log.info("the run's controller stopped: no more prefetching")
+            self._stop.set()
         with self._lock:
             return self._queue.popleft() if self._queue and not self._stop.is_set() else None
 
@@ -142,7 +150,7 @@ class Prefetcher:
 
         def ask(task: Task, turn: int, history: tuple, sample: int) -> Answer | None:
             nonlocal stopped
-            if self._stop.is_set():
+            if self._stop.is_set() or not self.controller_alive():
                 stopped = True
                 return None
             return self.service.obtain(task, turn, history, sample, blocking=job.own and job.deferred)

@@ -24,6 +24,7 @@ import logging
 import os
 import tempfile
 import time
+from collections.abc import Callable, Iterator
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -32,6 +33,7 @@ import pytest
 from filelock import FileLock
 
 from .. import datasources
+from ..collect import keep_constant_tasks
 from ..errors import DataError
 from ..manifests import Manifest
 from ..settings import ASSERTION_MODES, Settings
@@ -175,6 +177,37 @@ def calls_name(source: str, digest: str, subset: str) -> str:
     return f"{subset}-{source}-{digest[:16]}-v{CONVERTER_VERSION}-{code_fingerprint()}.calls.jsonl"
 
 
+#: Seconds between "converting: N/M tasks" lines while a conversion runs (a first conversion of
+#: MBPP+ takes half a minute; a shorter one prints none).
+PROGRESS_EVERY = 5.0
+
+
+class _Counted:
+    """The typed tasks of a conversion, logging now and then how many are done, the rate and the ETA."""
+
+    def __init__(self, items: Any, subset: str, every: float | None = None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.items, self.subset, self.clock = items, subset, clock
+        self.every = PROGRESS_EVERY if every is None else every
+        self.total = len(items)
+
+    def __len__(self) -> int:
+        return self.total
+
+    def __iter__(self) -> Iterator[Any]:
+        started = last = self.clock()
+        for done, item in enumerate(self.items, 1):
+            yield item
+            now = self.clock()
+            if now - last >= self.every and done < self.total:
+                last = now
+                rate = done / max(now - started, 1e-9)
+                progress.info(
+                    "plsqlbench: %s: converting: %d/%d tasks, %.1f tasks/s, ETA %.0fs",
+                    self.subset, done, self.total, rate, (self.total - done) / rate,
+                )
+
+
 def _convert(
     source: str,
     path: Path,
@@ -202,7 +235,8 @@ def _convert(
         if source == "plsqlbench-mbpp":
             # Typing depends on the assertion mode only here (PLSQLBench's restored set comparisons).
             typed = type_source(source, path, assertions=assertions, timeout=timeout)
-            result = emit_all(typed, source, dialect, subset=subset, assertions=assertions, keep_left_out=True)
+            counted: Any = _Counted(typed, subset)  # iterated once, with len(), as emit_all needs
+            result = emit_all(counted, source, dialect, subset=subset, assertions=assertions, keep_left_out=True)
             _write_atomic(target, [json.dumps(task_to_dict(t), ensure_ascii=False) for t in result.tasks])
             _write_summary(target, result)
             return
@@ -210,7 +244,7 @@ def _convert(
         out = _AtomicLines(target)
         try:
             results = emit_streaming(
-                typed,
+                _Counted(typed, subset),
                 source,
                 subset=subset,
                 targets=[(dialect, assertions)],
@@ -320,8 +354,10 @@ def _release_hint(given: Path) -> str:
 
 
 KEEP_HELP = (
-    "keep converted MBPP tasks that one constant answer passes (every kept case expects the same "
-    "value); left out by default, marked with metadata left_out when kept"
+    "keep the tasks that measure nothing: converted MBPP tasks one constant answer passes (every "
+    "kept case expects the same value; marked with metadata left_out when kept) and, in every "
+    "family, tasks an empty answer passes (e.g. Spider questions whose gold result is empty); "
+    "left out by default and named in the run's report"
 )
 
 
@@ -333,10 +369,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 def keep_left_out(config: pytest.Config | None) -> bool:
     """``--plsql-keep-constant-tasks`` or ini ``plsql_keep_constant_tasks``."""
-    if config is None:
-        return False
-    given = config.getoption("plsql_keep_constant_tasks", None)
-    return bool(given if given is not None else config.getini("plsql_keep_constant_tasks"))
+    return config is not None and keep_constant_tasks(config)
 
 
 @pytest.hookimpl(trylast=True)

@@ -21,7 +21,8 @@ folder (relative to the manifest). One file per task::
         expected: [line, ...]       # or {oracle: [...], postgres: [...]}
 
 Multi-turn tasks put ``prompt``/``reference``/``tests`` under ``turns: [...]`` instead.
-Every task must exist in both dialects; a missing part is an error naming file and field.
+Every task must exist in each dialect the manifest names (``dialects:``, default both); a
+missing part is an error naming file and field. The format is documented in docs/task-files.md.
 """
 
 from __future__ import annotations
@@ -52,10 +53,11 @@ class _Bad(UsageError):
     pass
 
 
-def _per_dialect(value: Any, dialect: str, where: str) -> Any:
-    """``value`` itself, or ``value[dialect]`` when it is a per-dialect mapping."""
+def _per_dialect(value: Any, dialect: str, where: str, dialects: tuple[str, ...] = DIALECTS) -> Any:
+    """``value`` itself, or ``value[dialect]`` when it is a per-dialect mapping, which must have a
+    version for each of ``dialects`` (the manifest's: a postgres-only subset needs no oracle one)."""
     if isinstance(value, dict) and set(value) <= set(DIALECTS):
-        missing = [d for d in DIALECTS if d not in value]
+        missing = [d for d in DIALECTS if d not in value and (d in dialects or d == dialect)]
         if missing:
             raise _Bad(f"{where}: missing the {', '.join(missing)} version")
         return value[dialect]
@@ -82,7 +84,7 @@ def _names(raw: Any, where: str) -> tuple[str, ...]:
     return tuple(raw)
 
 
-def _tests(raw: Any, dialect: str, where: str) -> tuple[UnitTest, ...]:
+def _tests(raw: Any, dialect: str, where: str, dialects: tuple[str, ...] = DIALECTS) -> tuple[UnitTest, ...]:
     if not isinstance(raw, list) or not raw:
         raise _Bad(f"{where}: 'tests' must be a non-empty list")
     out = []
@@ -95,7 +97,7 @@ def _tests(raw: Any, dialect: str, where: str) -> tuple[UnitTest, ...]:
             raise _Bad(f"{here}: 'id' must be a simple name (letters, digits, _ . + -)")
         kind = item.get("kind", "assert")
         if "script" in item:
-            script = _per_dialect(item["script"], dialect, here)
+            script = _per_dialect(item["script"], dialect, here, dialects)
         elif dialect in item:
             script = item[dialect]
         elif kind in ("rows", "reference", "output") and item.get("runs_answer"):
@@ -104,7 +106,7 @@ def _tests(raw: Any, dialect: str, where: str) -> tuple[UnitTest, ...]:
             raise _Bad(f"{here} ({test_id}): no {dialect} script")
         expected = item.get("expected")
         if expected is not None:
-            expected = _per_dialect(expected, dialect, here)
+            expected = _per_dialect(expected, dialect, here, dialects)
             if not isinstance(expected, list):
                 raise _Bad(f"{here} ({test_id}): 'expected' must be a list of lines")
             expected = tuple("" if e is None else str(e) for e in expected)
@@ -115,18 +117,22 @@ def _tests(raw: Any, dialect: str, where: str) -> tuple[UnitTest, ...]:
     return tuple(out)
 
 
-def _turn(raw: Mapping[str, Any], index: int, dialect: str, where: str) -> Turn:
+def _turn(raw: Mapping[str, Any], index: int, dialect: str, where: str, dialects: tuple[str, ...] = DIALECTS) -> Turn:
     prompt = raw.get(f"prompt_{dialect}", raw.get("prompt"))
-    prompt = _per_dialect(prompt, dialect, f"{where} prompt")
+    prompt = _per_dialect(prompt, dialect, f"{where} prompt", dialects)
     if not isinstance(prompt, str) or not prompt.strip():
         raise _Bad(f"{where}: missing 'prompt'")
     reference = raw.get("reference")
     if reference is not None:
-        reference = _per_dialect(reference, dialect, f"{where} reference")
-    return Turn(index=index, prompt=prompt.strip() + "\n", reference=reference, tests=_tests(raw.get("tests"), dialect, where))
+        reference = _per_dialect(reference, dialect, f"{where} reference", dialects)
+    return Turn(index=index, prompt=prompt.strip() + "\n", reference=reference,
+                tests=_tests(raw.get("tests"), dialect, where, dialects))
 
 
-def load_task_file(path: Path, subset: str, dialect: str, fixture_dirs: tuple[Path, ...]) -> Task:
+def load_task_file(
+    path: Path, subset: str, dialect: str, fixture_dirs: tuple[Path, ...], dialects: tuple[str, ...] = DIALECTS
+) -> Task:
+    """One task file; per-dialect values need a version for each of ``dialects`` (the manifest's)."""
     where = str(path)
     try:
         raw = yaml.load(path.read_text(encoding="utf-8"), Loader=_LOADER)
@@ -140,9 +146,9 @@ def load_task_file(path: Path, subset: str, dialect: str, fixture_dirs: tuple[Pa
     if "turns" in raw:
         if not isinstance(raw["turns"], list) or not raw["turns"]:
             raise _Bad(f"{where}: 'turns' must be a non-empty list")
-        turns = tuple(_turn(t, i, dialect, f"{where} turn {i}") for i, t in enumerate(raw["turns"], 1))
+        turns = tuple(_turn(t, i, dialect, f"{where} turn {i}", dialects) for i, t in enumerate(raw["turns"], 1))
     else:
-        turns = (_turn(raw, 1, dialect, where),)
+        turns = (_turn(raw, 1, dialect, where, dialects),)
     fixtures = tuple(_fixture(n, dialect, fixture_dirs, where) for n in _names(raw.get("fixtures"), f"{where} fixtures"))
     schema_ddl = None
     if raw.get("schema_prompt") and fixtures:
@@ -157,7 +163,8 @@ def load_task_file(path: Path, subset: str, dialect: str, fixture_dirs: tuple[Pa
             subset=subset,
             dialect=dialect,  # type: ignore[arg-type]
             turns=turns,
-            entry_points=_names(_per_dialect(raw.get("entry_points"), dialect, f"{where} entry_points"), f"{where} entry_points"),
+            entry_points=_names(_per_dialect(raw.get("entry_points"), dialect, f"{where} entry_points", dialects),
+                                f"{where} entry_points"),
             fixtures=fixtures,
             schema_ddl=schema_ddl,
             answer_mode=raw.get("answer_mode", "install"),
@@ -184,7 +191,10 @@ def load(manifest: Manifest, settings: Settings) -> list[Task]:
         raise UsageError(f"{manifest.path}: task folder {folder} does not exist")
     fixture_dirs = (manifest.directory.parent / "fixtures", manifest.directory / "fixtures", fixtures_dir())
     fixture_dirs = tuple(dict.fromkeys(d for d in fixture_dirs if d.is_dir()))
-    tasks = [load_task_file(p, manifest.name, settings.database.dialect, fixture_dirs) for p in sorted(folder.glob("*.yaml"))]
+    tasks = [
+        load_task_file(p, manifest.name, settings.database.dialect, fixture_dirs, tuple(manifest.dialects))
+        for p in sorted(folder.glob("*.yaml"))
+    ]
     seen: dict[str, Path] = {}
     for task, path in zip(tasks, sorted(folder.glob("*.yaml"))):
         if task.id in seen:

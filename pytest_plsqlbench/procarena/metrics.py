@@ -153,7 +153,7 @@ class ProcArenaFamily(PlsqlBenchFamily):
         Column("ex_synthesis", "Synthesis EX"),
         Column("ex_editing", "Editing EX"),
         *(Column(f"ex_{s}", f"{s.upper()} EX") for s in SCENARIOS),
-        *(Column(f"type_{t}", f"{LABELS[t]} %") for t in TYPES),
+        *(Column(f"type_{t}", f"{LABELS[t]} %", chart="failure_types") for t in TYPES),
         *b2_metrics.columns(),  # B2 (issue 14): harmonic means and Figure 4's bins
     )
 

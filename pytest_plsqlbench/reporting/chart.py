@@ -12,6 +12,30 @@ COLOURS = {
     "turn_suite_pass": "#009E73",
     "episode_pass": "#CC79A7",
 }
+#: Okabe-Ito hues for the other metrics of a chart, in column order (cycled).
+PALETTE = ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442", "#000000")
+
+
+def _colours(metrics: Sequence[str]) -> dict[str, str]:
+    """A distinct colour per metric of one chart: the fixed one where it has one, else the next unused hue."""
+    out = {m: COLOURS[m] for m in metrics if m in COLOURS}
+    free = [c for c in PALETTE if c not in out.values()] or list(PALETTE)
+    for i, m in enumerate(m for m in metrics if m not in out):
+        out[m] = free[i % len(free)]
+    return out
+
+
+def _legend_rows(names: Sequence[str], width: int) -> list[list[tuple[str, int]]]:
+    """Legend entries ``(metric, x)`` in rows no wider than ``width`` (the chart never grows for its legend)."""
+    rows: list[list[tuple[str, int]]] = [[]]
+    x = 0
+    for name, w in names:
+        if rows[-1] and x + w > width:
+            rows.append([])
+            x = 0
+        rows[-1].append((name, x))
+        x += w
+    return rows
 
 
 def bar_chart(
@@ -19,21 +43,24 @@ def bar_chart(
     metrics: Mapping[str, str],
     chart_id: str = "chart",
     title: str = "",
+    kind: str = "scores",
 ) -> str:
     """SVG with one group of bars per ``(label, {metric: value 0..1}, {metric: (lo, hi)})``.
 
-    Bars carry ``class="bar"``, ``data-group``, ``data-metric`` and ``data-value`` (percent), so
-    tests and scripts can read the chart; intervals are drawn as whiskers.
+    Bars carry ``class="bar"``, ``data-chart`` (``kind``: what the chart compares), ``data-group``,
+    ``data-metric`` and ``data-value`` (percent), so tests and scripts can read the chart;
+    intervals are drawn as whiskers.
     """
     # Sized to be read at 100% zoom: 20 px bars, 13 px text, labels as wide as they need.
     longest = max((len(label) for label, _, _ in groups), default=8)
     label_w, plot_w, bar_h, gap, right = min(280, max(110, 8 * longest + 16)), 600, 20, 16, 64
-    top = 62 if title else 36
     present = [m for m in metrics if any(values.get(m) is not None for _, values, _ in groups)]
+    colours = _colours(present)
+    width = label_w + plot_w + right
+    legend = _legend_rows([(m, 18 + 8 * len(metrics[m]) + 20) for m in present], width - label_w)
+    top = (62 if title else 36) + 20 * (len(legend) - 1)
     group_h = bar_h * max(1, len(present)) + gap
     height = top + group_h * len(groups) + 34
-    legend_w = sum(18 + 8 * len(metrics[m]) + 20 for m in present)
-    width = max(label_w + plot_w + right, label_w + legend_w)
     out = [
         (
             f'<svg id="{escape(chart_id)}" class="chart" xmlns="http://www.w3.org/2000/svg" role="img" '
@@ -60,8 +87,8 @@ def bar_chart(
             y = y0 + i * bar_h
             w = plot_w * max(0.0, min(1.0, value))
             out.append(
-                f'<rect class="bar" data-group="{escape(label)}" data-metric="{metric}" data-value="{100 * value:.2f}" '
-                f'x="{label_w}" y="{y + 2}" width="{w:.1f}" height="{bar_h - 4}" fill="{COLOURS.get(metric, "#888")}">'
+                f'<rect class="bar" data-chart="{escape(kind)}" data-group="{escape(label)}" data-metric="{metric}" data-value="{100 * value:.2f}" '
+                f'x="{label_w}" y="{y + 2}" width="{w:.1f}" height="{bar_h - 4}" fill="{colours[metric]}">'
                 f"<title>{escape(label)}: {escape(metrics[metric])} {100 * value:.2f}%</title></rect>"
             )
             right_edge = label_w + w
@@ -80,12 +107,10 @@ def bar_chart(
                 f'<text class="value" data-metric="{metric}" data-group="{escape(label)}" x="{right_edge + 6:.1f}" '
                 f'y="{y + bar_h - 6}" fill="#222" font-size="12">{100 * value:.1f}</text>'
             )
-    lx = label_w
-    for metric in present:
-        out.append(
-            f'<rect x="{lx}" y="{top - 28}" width="12" height="12" fill="{COLOURS.get(metric, "#888")}"/>'
-        )
-        out.append(f'<text x="{lx + 17}" y="{top - 17}">{escape(metrics[metric])}</text>')
-        lx += 18 + 8 * len(metrics[metric]) + 20
+    for r, row in enumerate(legend):
+        ly = top - 28 - 20 * (len(legend) - 1 - r)
+        for metric, x in row:
+            out.append(f'<rect x="{label_w + x}" y="{ly}" width="12" height="12" fill="{colours[metric]}"/>')
+            out.append(f'<text x="{label_w + x + 17}" y="{ly + 11}">{escape(metrics[metric])}</text>')
     out.append("</svg>")
     return "\n".join(out)

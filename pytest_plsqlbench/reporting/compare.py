@@ -52,6 +52,8 @@ SCORING_SETTINGS = (
     "missing",
     "max_output",
     "keep_constant_tasks",
+    "limit",
+    "seed",
 )
 
 

@@ -84,20 +84,28 @@ def _failure_rows(subsets: Mapping[str, Mapping[str, Any]]) -> list[list[str]]:
 
 
 def _chart(document: Mapping[str, Any]) -> str:
-    """One bar chart per metric family, of its percentage columns."""
+    """Bar charts per metric family of its percentage columns, one chart per kind of figure
+    (:attr:`Column.chart`): scores are never drawn on the same axis as shares of failure types or bins."""
     charts = []
     for n, (family, subsets) in enumerate(_by_family(document.get("subsets") or {})):
-        labels = {c.key: c.label for c in family.columns if c.unit == "percent"}
-        if not labels:
-            continue
-        groups = [(name, {k: m.get(k) for k in labels}, m.get("ci") or {}) for name, m in subsets.items()]
-        charts.append(
-            bar_chart(
-                groups, labels, chart_id="chart-subsets" if n == 0 else f"chart-subsets-{family.name}",
-                title="Scores by subset (%), with 95% CIs",
-            )
-        )
+        kinds: dict[str, dict[str, str]] = {}
+        for c in family.columns:
+            if c.unit == "percent":
+                kinds.setdefault(c.chart, {})[c.key] = c.label
+        for kind, labels in kinds.items():
+            groups = [(name, {k: m.get(k) for k in labels}, m.get("ci") or {}) for name, m in subsets.items()]
+            if kind != "scores":  # a share chart shows the subsets it applies to (B2 bins: those with B2 tasks)
+                groups = [g for g in groups if any(v is not None for v in g[1].values())]
+            if not any(v is not None for _, values, _ in groups for v in values.values()):
+                continue
+            chart_id = "chart-subsets" if kind == "scores" else f"chart-{_slug(kind)}"
+            chart_id += "" if n == 0 else f"-{_slug(family.name)}"
+            charts.append(bar_chart(groups, labels, chart_id=chart_id, title=families.CHARTS.get(kind, kind), kind=kind))
     return "\n".join(charts)
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_-]+", "-", text).strip("-") or "x"
 
 
 # --------------------------------------------------------------------------- markdown
@@ -183,6 +191,9 @@ def markdown(document: Mapping[str, Any]) -> str:
 
 
 # --------------------------------------------------------------------------- HTML
+#: The page fits a 1,280 px window whatever the family (no scrolling at page level): a table wider
+#: than the page scrolls inside its own box (``display:block`` keeps its table layout inside), a
+#: chart scales down, and long unbroken text (answers, identifiers) wraps.
 CSS = """
 body{font-family:system-ui,-apple-system,"Segoe UI",sans-serif;margin:2rem;color:#1b1f23;max-width:72rem}
 h1{font-size:1.6rem}h2{font-size:1.2rem;margin-top:2rem;border-bottom:1px solid #ddd}
@@ -196,6 +207,8 @@ th[aria-sort=descending]::after{content:" \25BE"}.task-detail{border-bottom:1px 
 .task-detail h4{margin:.6rem 0 .2rem}table.failing-tests td{vertical-align:top;max-width:22rem}
 table.failing-tests pre{margin:0;max-height:16rem;overflow:auto}pre.prompt,pre.answer,pre.raw{max-height:24rem;overflow:auto}
 .controls select{font:inherit}
+table{display:block;max-width:100%;overflow-x:auto}svg.chart{display:block;max-width:100%;height:auto}
+p,li,summary,code,pre,h3,h4{overflow-wrap:anywhere}
 """
 
 

@@ -260,6 +260,9 @@ class ResultsCollector:
             "missing": s.answers.missing,
             "safety": s.database.safety,
             "shard": f"{s.tasks.shard[0]}/{s.tasks.shard[1]}" if s.tasks.shard else None,
+            # --plsql-limit: a seeded sample of each subset's tasks (None: every task).
+            "limit": s.tasks.limit,
+            "seed": s.tasks.seed if s.tasks.limit is not None else None,
             "keyword": self.config.getoption("keyword", "") or None,
             "markexpr": self.config.getoption("markexpr", "") or None,
             "subsets": list(s.tasks.subsets),

@@ -44,6 +44,8 @@ RUN_IDENTITY = (
     "assertions",
     "timeout_s",
     "safety",
+    "limit",  # shards of a --plsql-limit run partition one sample: same limit, same seed
+    "seed",
 )
 
 

@@ -21,7 +21,7 @@ from typing import Any, Generator
 import pytest
 
 from .. import outcomes
-from ..collect import PlsqlItem
+from ..collect import PlsqlItem, keep_constant_tasks
 from ..comparators import LENIENT_RULES, compare_rows_lenient
 from ..manifests import Manifest
 from ..settings import Settings
@@ -33,6 +33,7 @@ log = logging.getLogger(__name__)
 
 PLUGIN_NAME = "plsqlbench-spider-report"
 SHOW_IDS = 8
+KEEP = "--plsql-keep-constant-tasks"
 
 
 def _ids(ids: list[str]) -> str:
@@ -67,15 +68,17 @@ class SpiderReport:
             report.plsql_spider = {"subset": task.subset, "task_id": task.id, "load_error": load_error}
             return report
         outcome = item.outcome
-        if call.when != "call" or outcome is None:
+        if call.when != "call" or (outcome is None and not item.left_out):
             return report
         rec: dict[str, Any] = {
             "subset": task.subset,
             "task_id": task.id,
-            "passed": outcome.passed,
-            "failure_class": outcome.failure_class,
+            "passed": outcome.passed if outcome is not None else False,
+            "failure_class": outcome.failure_class if outcome is not None else outcomes.SKIPPED,
             "data_rows": task.metadata.get("data_rows", 0),
         }
+        if item.left_out:  # an empty answer passes it: skipped, named in this report
+            rec["left_out"] = True
         test = item.test
         if test.kind == "rows":
             run = item.task_node.run
@@ -83,8 +86,11 @@ class SpiderReport:
                 run.expected.get((item.turn.index, test.id)) if run is not None else None)
             if isinstance(gold, (list, tuple)):
                 rec["gold_rows"] = len(gold)
+            elif item.left_out:  # an empty output passed it: the gold result is empty
+                rec["gold_rows"] = 0
         if (
-            self.settings.model.name == "reference"
+            outcome is not None
+            and self.settings.model.name == "reference"
             and test.kind == "rows"
             and not outcome.passed
             and outcome.failure_class == outcomes.WRONG_OUTPUT
@@ -171,11 +177,13 @@ class SpiderReport:
             gold = [t for t in tasks if "gold_transpiled" in t.metadata]
             if gold:
                 entry["gold_transpiled"] = sum(1 for t in gold if t.metadata["gold_transpiled"])
-            # The release's own tasks, kept as published: where the gold query returns no row, an
-            # answer that prints nothing passes. Said, so a score can be read with it in mind.
+            # Where the gold query returns no row, an answer that prints nothing passes: such a task
+            # measures nothing and is left out of the scores (skipped) unless kept on request.
             entry["empty_gold_tasks"] = sorted({r["task_id"] for r in recs if r.get("gold_rows") == 0}, key=_natural)
-            if self.settings.model.name == "reference" and recs:
-                entry["references"] = self._reference_counts(recs)
+            entry["left_out_empty_answer"] = sorted({r["task_id"] for r in recs if r.get("left_out")}, key=_natural)
+            scored = [r for r in recs if not r.get("left_out")]
+            if self.settings.model.name == "reference" and scored:
+                entry["references"] = self._reference_counts(scored)
             out[subset] = entry
         return out
 
@@ -251,10 +259,14 @@ class SpiderReport:
                 )
             if s["empty_gold_tasks"]:
                 empty = s["empty_gold_tasks"]
-                out.append(
-                    f"  gold result empty: {len(empty)} of the {s['ran']} task(s) run -- an answer that prints "
-                    f"nothing passes them (kept as published): {_ids(empty)}"
-                )
+                left = s["left_out_empty_answer"]
+                kept = [t for t in empty if t not in left]
+                head = f"  gold result empty: {len(empty)} of the {s['ran']} task(s) run -- an answer that prints nothing passes them"
+                if left:
+                    out.append(f"{head}; left out of the scores ({len(left)}, {KEEP} keeps them): {_ids(left)}")
+                if kept:
+                    why = "kept on request" if keep_constant_tasks(self.config) else "kept: another test of the task needs more"
+                    out.append(f"{head}; {why} ({len(kept)}): {_ids(kept)}")
             if "gold_transpiled" in s:
                 out.append(f"  gold SQL transpiled to PostgreSQL: {s['gold_transpiled']} of {s['tasks']}")
             if "references_translated" in s:

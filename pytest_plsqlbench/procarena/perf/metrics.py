@@ -227,13 +227,13 @@ def _runner_rejection(test: Mapping[str, Any]) -> str | None:
 
 
 def columns() -> tuple:
-    """The family columns B2 adds (ratios in the table; the bins as percentages, so charted)."""
+    """The family columns B2 adds (ratios in the table; the bins as percentages, charted apart from the scores)."""
     from ...families import Column
 
     return (
         Column("b2_acceleration", "B2 acceleration (H-mean)", unit="ratio"),
         Column("b2_work", "B2 work ratio (H-mean)", unit="ratio"),
-        *(Column(f"b2_bin_{b}", f"B2 {BIN_LABELS[b]} %") for b in BINS),
+        *(Column(f"b2_bin_{b}", f"B2 {BIN_LABELS[b]} %", chart="b2_bins") for b in BINS),
     )
 
 
