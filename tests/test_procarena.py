@@ -358,14 +358,32 @@ def test_metric_family_table6() -> None:
         _entry("a1", "postgres", [False], "schema") | {"tests": [{"test_id": "call-1", "passed": False, "failure_class": "infrastructure"}]},
     ])
     pg = m["by_dialect"]["postgres"]
-    assert m["tasks"] == 4 and pg["a1"] == {"ex": 0.5, "tasks": 2} and pg["b1"]["ex"] == 0.0
+    assert m["tasks"] == 4 and pg["a1"] == {"ex": 0.5, "tasks": 2, "ci": [0.0, 1.0]} and pg["b1"]["ex"] == 0.0
     assert pg["synthesis"] == 0.5 and pg["editing"] == 0.0 and pg["overall"] == pytest.approx(1 / 3)
     assert m["by_dialect"]["oracle"]["a2"]["ex"] == 1.0 and m["ex"] == 0.5
     assert m["mean_test_pass"] == pytest.approx((1 + 0.5 + 0.5 + 1) / 4)
     assert m["failure_types"] == {"schema": 0, "contract": 0, "exception": 0, "control_flow": 1, "state_effect": 1}
     lines = pm.summary_lines("x", m)
-    assert lines[0].startswith("ProcArena EX (%) -- x: 4 task(s), EX 50.0")
-    assert any(line.startswith("postgres") and " 50.0" in line for line in lines)
+    assert lines[0].startswith("ProcArena EX (%) -- x: 4 task(s) (B2 apart), EX 50.0 [")
+    assert lines[1].split() == ["Subscenario", "oracle", "postgres"]
+    assert any(line.split()[:5] == ["A1", "-", "50.0", "[0.0,", "100.0]"] for line in lines)
+
+
+def test_ex_leaves_b2_out_and_gives_each_cell_a_bootstrap_interval() -> None:
+    """Table 6 has no B2 (scored by speed, §5.3): a B2 task, passed or failed, moves no EX figure."""
+    base = [_entry("a1", "postgres", [True]) | {"task_id": f"t{i}"} for i in range(3)]
+    base += [_entry("a1", "postgres", [False]) | {"task_id": "t9"}]
+    with_b2 = base + [_entry("b2", "postgres", [False, False]) | {"task_id": "b2x"}]
+    m, m2 = pm.compute(base), pm.compute(with_b2)
+    for key in ("ex", "ex_ci", "tasks", "mean_test_pass", "failure_types"):
+        assert m[key] == m2[key], key
+    assert m2["by_dialect"]["postgres"]["overall"] == 0.75 and "b2" not in m2["by_dialect"]["postgres"]
+    lo, hi = m["ex_ci"]
+    assert 0.0 <= lo < 0.75 < hi <= 1.0
+    # The interval is a function of the tasks, not of their order in the document.
+    assert pm.compute(list(reversed(base)))["ex_ci"] == m["ex_ci"]
+    # Every cell passed: the interval collapses on 1.0.
+    assert pm.compute(base[:3])["by_dialect"]["postgres"]["a1"]["ci"] == [1.0, 1.0]
 
 
 # --------------------------------------------------------------------------- end to end
