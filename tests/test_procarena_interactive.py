@@ -375,6 +375,27 @@ def test_retention_and_tool_shares() -> None:
     assert any("retention 50.0 %" in line for line in im.summary_lines("i", subsets["i"]["procarena"]["interactive"]))
 
 
+def test_actions_by_step_are_counts_per_recorded_step_figure_7() -> None:
+    def episode(*tools: str) -> dict[str, Any]:
+        return {"steps": len(tools), "ended": "submit",
+                "timeline": [{"step": i, "tool": t, **({"malformed": True} if t == "ask_user?" else {})}
+                             for i, t in enumerate(tools, 1)]}
+
+    eps = [episode("get_schema", "ask_user", "submit"), episode("get_schema", "ask_user?", "bogus", "submit"),
+           episode("submit")]
+    tasks = [_entry("i", f"t{n}", True, "interactive", ep) for n, ep in enumerate(eps)]
+    by_step = im.figures(tasks)["actions_by_step"]
+    assert by_step == {"1": {"get_schema": 2, "submit": 1}, "2": {"ask_user": 1, "malformed": 1},
+                       "3": {"submit": 1, "malformed": 1}, "4": {"submit": 1}}
+    # Counts, not shares: the stack's outline is the attrition (3 episodes at step 1, 1 at step 4).
+    assert [sum(v.values()) for v in by_step.values()] == [3, 2, 2, 1]
+    svg = im.actions_by_step_svg(by_step)
+    assert svg.count("<rect") == 7 and "step 2: malformed 1" in svg and "Figure 7" in svg
+    assert im.actions_by_step_svg({}) == ""
+    html = im.html({"subsets": {"i": {"procarena": {"interactive": im.figures(tasks)}}}, "tasks": tasks})
+    assert "actions-by-step" in html
+
+
 # --------------------------------------------------------------------------- end to end
 def responder(tasks: list[Task]) -> Any:
     """Per conversation: find the task from its prompt, then play the inspector's next step."""
