@@ -163,3 +163,41 @@ def test_random_numbers_the_last_task_seeded_do_not_reach_the_next(backend: Post
         firsts.append(nxt.outcomes[0].actual[-1])
     assert seeded_value not in firsts
     assert len(set(firsts)) == 3  # a fresh seed each time, not one fixed value
+
+
+#: Ways an answer can create a custom setting's name (which outlives ROLLBACK and DISCARD ALL).
+CUSTOM_NAMES = {
+    "set_config": "SELECT set_config('x.seen', 'v', false);",
+    "set_config in a transaction": "SELECT set_config('x.seen', 'v', true);",
+    "SET": "SET x.seen = 'v';",
+    "SET LOCAL": "SET LOCAL x.seen TO 'v';",
+    "SET SESSION, quoted, comments": 'SET SESSION "x" /* ; */ . /* -- */ "seen" = \'v\';',
+    "in a function": ("CREATE FUNCTION answers.f() RETURNS text LANGUAGE plpgsql AS $$ BEGIN SET x.seen = 1; "
+                      "RETURN 'ok'; END $$; SELECT answers.f();"),
+    "dynamic SQL": "DO $$ BEGIN EXECUTE 'SE' || 'T x.' || 'seen = 1'; END $$;",
+    "a query string ts_stat runs": ("SELECT count(*) FROM ts_stat('select to_tsvector(pg_catalog.set_' || "
+                                    "'config(''x.seen'', ''v'', false))');"),
+    "U& escape": 'SET U&"\\0078".seen = 1;',
+}
+
+
+@pytest.mark.parametrize("script", list(CUSTOM_NAMES.values()), ids=list(CUSTOM_NAMES))
+def test_a_custom_setting_name_an_answer_creates_never_reaches_the_next_task(backend: PostgresBackend, script: str) -> None:
+    """Issue 28: ``current_setting('x.seen', true)`` is NULL for a name nobody created and ``''``
+    after an earlier task created it, whatever ROLLBACK and DISCARD ALL did. A task whose scripts
+    may have created one ends with a new backend."""
+    probe = "SELECT coalesce(current_setting('x.seen', true), 'never seen');"
+    made = evaluate_task(backend, task("makes", [("t", probe, ("-",))]), [script])
+    assert made.outcomes[0].actual[-1] != "never seen", "the script did not create the name: the test proves nothing"
+    later = evaluate_task(backend, task("reads", [("t", probe, ("never seen",))]), ["SELECT 1;"])
+    assert later.outcomes[0].passed, later.outcomes[0].actual
+
+
+def test_a_task_that_cannot_create_a_setting_name_keeps_its_backend(backend: PostgresBackend) -> None:
+    """The check is cheap: a task whose scripts name no setting keeps the connection (no reconnect)."""
+    evaluate_task(backend, task("plain-1", [("t", "SELECT 1;", ("1",))]), ["SELECT 2;"])
+    pid = backend.session().backend_pid
+    evaluate_task(backend, task("plain-2", [("t", "SELECT 1 + 1;", ("2",))]), ["CREATE FUNCTION answers.g() RETURNS int LANGUAGE sql AS 'SELECT 3';"])
+    assert backend.session().backend_pid == pid
+    evaluate_task(backend, task("names-one", [("t", "SELECT 1;", ("1",))]), ["SELECT set_config('y.z', '1', false);"])
+    assert backend.session().backend_pid != pid

@@ -208,7 +208,8 @@ def stub(monkeypatch: pytest.MonkeyPatch) -> Iterator[StubServer]:
         yield server
 
 
-def play(backend: Any, task: Task, stub: StubServer, *, max_steps: int = MAX_STEPS) -> EpisodeRecord:
+def play(backend: Any, task: Task, stub: StubServer, *, max_steps: int = MAX_STEPS,
+         time_budget: float = 0.0, envs: list[Environment] | None = None) -> EpisodeRecord:
     from pytest_plsqlbench.generation.client import ModelClient
 
     spec = spec_of(task)
@@ -218,7 +219,9 @@ def play(backend: Any, task: Task, stub: StubServer, *, max_steps: int = MAX_STE
     n = len(spec.interactive.ledger)
     record = EpisodeRecord(task_id=task.id, subset=task.subset, solver="openai/stub", simulator={"kind": "ledger"},
                            ledger_size=n, budget_limit=protocol.rule.limit(n), max_steps=max_steps)
-    env = Environment(backend, task)
+    env = Environment(backend, task, time_budget=time_budget)
+    if envs is not None:
+        envs.append(env)
     env.start()
     try:
         return InteractiveEpisode(task, tools=env, record=record, protocol=protocol,
@@ -646,3 +649,39 @@ def test_an_episode_the_provider_fails_run_after_run_is_the_models_failure(tmp_p
     assert classes == {"not_generated"}
     (metrics,) = doc["subsets"].values()
     assert metrics["tasks"] == 1 and not metrics.get("excluded_tasks"), metrics
+
+
+def test_actions_and_the_episode_are_bounded_in_wall_time(backend: Any, task: Task, stub: StubServer) -> None:
+    """Issue 28: an action stops at its price's share of --plsql-task-timeout (the Solver's
+    failure, answered with an error), and the episode's actions share that budget: a Solver
+    that sends only slow scripts gets its last turn once it is used up."""
+    sleepy = "; ".join(["SELECT pg_sleep(4)"] * 5)
+    plsql = ("CREATE OR REPLACE PROCEDURE answers.slow() LANGUAGE plpgsql AS $$ BEGIN NULL; END $$; "
+             + "; ".join(["SELECT pg_sleep(4)"] * 5))
+    stub.default = lambda body: (tool_call("execute_scratch", {"sql": sleepy})
+                                 if len([m for m in body["messages"] if m["role"] == "assistant"]) % 2 == 0
+                                 else tool_call("compile_plsql", {"code": plsql}))
+    envs: list[Environment] = []
+    rec = play(backend, task, stub, time_budget=6.0, envs=envs)
+    assert rec.ended == "time" and rec.final_turn == "time" and rec.submission is None
+    # 17 units over 6 s: execute_scratch (1 unit) may run 0.35 s, compile_plsql (0.5) 0.18 s, each
+    # stopped within the watchdog's second of grace (a script of five 4 s sleeps ran 20 s before)
+    results = [e["result"] for e in rec.timeline if e["tool"] in ("execute_scratch", "compile_plsql")]
+    assert results and all("ran past its share of the episode's time" in r for r in results)
+    assert rec.spent < rec.budget_limit  # time ended it, not units
+    # the actions' time (not the model's): the budget, and at most one action's stop past it
+    assert 6.0 <= envs[0].spent_s < 6.0 + 3.0, f"the actions took {envs[0].spent_s:.1f}s against a 6 s budget"
+    assert len(results) >= 4
+    last = stub.bodies()[-1]
+    assert [t["function"]["name"] for t in last["tools"]] == ["submit"]
+    assert "--plsql-task-timeout" in last["messages"][-1]["content"]
+
+
+def test_an_action_within_its_share_runs_as_before(backend: Any, task: Task) -> None:
+    env = Environment(backend, task, time_budget=300.0)
+    env.start()
+    try:
+        out = env.call("execute_scratch", {"sql": "SELECT pg_sleep(0.2); SELECT 41 + 1"}, share=5.0)
+    finally:
+        env.close()
+    assert out.split()[-1] == "42" and env.spent_s >= 0.2 and "share" not in out

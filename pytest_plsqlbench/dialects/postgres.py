@@ -28,6 +28,7 @@ settings the harness depends on are pinned per connection and restored after eve
 from __future__ import annotations
 
 import collections
+import contextlib
 import logging
 import math
 import re
@@ -128,6 +129,12 @@ _CUMULATIVE_STATS = (r"(p.proname LIKE 'pg\_stat\_get\_%%' AND p.proname NOT LIK
 _REVOKED_VIEWS = ("pg_stat_activity", "pg_cursors", "pg_prepared_statements")
 #: Disk a candidate's temporary files may use (sorts, hashes, temp tables spilling).
 TEMP_FILE_LIMIT = "1GB"
+#: What a script must contain to create a custom setting's name (``x.y``), which no ROLLBACK or
+#: DISCARD ALL removes (it then reads ``''`` instead of NULL): ``SET`` with a dotted name (a
+#: statement, a function's SET clause), ``set_config``, or SQL text built at run time (dynamic
+#: ``EXECUTE``, the ``*_to_xml`` and ``ts_stat``/``ts_rewrite`` functions that run a query string,
+#: ``U&`` escapes that spell any of these). A task whose scripts matched ends with a new backend.
+_MAY_ADD_SETTINGS = re.compile(r"set_config|\bset\b[\s\S]*?\.|execute|u&|xml|ts_stat|ts_rewrite", re.I)
 #: A COPY that would switch the connection into the COPY sub-protocol.
 _CLIENT_COPY = re.compile(r"\bSTD(?:IN|OUT)\b", re.I)
 
@@ -511,6 +518,8 @@ class PostgresSession(Session):
         self.task_setting: str | None = None
         #: A script of this task named a setting whose expiry ends the session (see SessionLost).
         self._limit_named = False
+        #: A script of this task may have created a custom setting name (``_MAY_ADD_SETTINGS``).
+        self._may_add_settings = False
         self._watchdog = _Watchdog(self)
         self.connect()
 
@@ -644,11 +653,25 @@ class PostgresSession(Session):
             if self._savepoint:
                 self._exec(f"SAVEPOINT {self._savepoint}")
 
+    def _note_settings(self, script: str) -> None:
+        if not self._may_add_settings and _MAY_ADD_SETTINGS.search(script):
+            self._may_add_settings = True
+
     def end_task(self) -> None:
         self._limit_named = False
+        fresh, self._may_add_settings = self._may_add_settings, False
         if self.conn is None or self.conn.closed:
             self.connect()
             return
+        if fresh:
+            # A custom setting's name outlives ROLLBACK and DISCARD ALL: the next task gets a
+            # backend that never saw it (closing this one rolls its transaction back).
+            self._end_with(self.connect)
+            return
+        self._end_with(self._reset_connection)
+
+    def _reset_connection(self) -> None:
+        assert self.conn is not None
         # DISCARD ALL leaves random()'s generator as the answer seeded it (``setseed``): seeded
         # afresh from a strong source, as a new connection would be, so the next task's random
         # values are neither the last one's choice nor predictable from it.
@@ -664,6 +687,10 @@ class PostgresSession(Session):
             self._exec_each(ending)
         except InfrastructureError:
             self.connect()
+
+    def _end_with(self, reset: Any) -> None:
+        """End the task scope: ``reset`` the connection, then undo what escaped the transaction."""
+        reset()
         self._in_task = False
         self.task_setting = None
         if self.backend.restore_role_settings():
@@ -682,6 +709,7 @@ class PostgresSession(Session):
         if not self._limit_named:
             lowered = script.lower()
             self._limit_named = any(name in lowered for name in _SESSION_ENDING)
+        self._note_settings(script)
         savepoint = "plsql_test" if isolated else "plsql_install"
         self._out = OutputCapture.into(result, self.backend.settings.database.max_output)
         t0 = time.monotonic()
@@ -774,6 +802,8 @@ class PostgresSession(Session):
         chosen = [i for i, stmt in enumerate(statements) if stmt is not None]
         if len(chosen) < 2:
             return None
+        for i in chosen:
+            self._note_settings(scripts[i])
         timeout = self.backend.settings.database.timeout
         if self.deadline is not None and self.deadline - time.monotonic() < timeout + 2.0:
             return None  # near the task's time budget: test by test, as the budget is kept there
@@ -1078,6 +1108,12 @@ class PostgresBackend(Backend):
         self.pinned_options = ""
         #: pg_db_role_setting rows of the candidate and the database as provisioned.
         self._role_settings: list[tuple[Any, ...]] = []
+        #: Pristine data directories and their copies (:mod:`.pg_pristine`), made on first use.
+        self._pristines: Any = None
+        #: The copy the sessions use now (``serve``), and the worker's own server's connection
+        #: facts while one does.
+        self.copy: Any = None
+        self._home: tuple[Any, ...] | None = None
 
     # ----------------------------------------------------------------- lifecycle
     @property
@@ -1266,7 +1302,67 @@ class PostgresBackend(Backend):
                     self.admin.execute(target)
         return True
 
+    @property
+    def pristines(self) -> Any:
+        """The worker's :class:`.pg_pristine.PristineStore`."""
+        if self._pristines is None:
+            from .pg_pristine import PristineStore
+
+            self._pristines = PristineStore(self)
+        return self._pristines
+
+    def pristine_builder(self, admin_dsn: str) -> "PostgresBackend":
+        """A backend provisioned as this one (database, candidate role, grants, limits) on the
+        server at ``admin_dsn``: what builds a pristine data directory (:mod:`.pg_pristine`)."""
+        builder = PostgresBackend(self.settings, self.worker)
+        builder.dbname, builder.role = self.dbname, self.role
+        builder.admin_dsn = admin_dsn
+        try:
+            builder._provision()
+        except BaseException:
+            builder.admin_dsn = ""  # its stop must not drop objects of a server it does not own
+            builder.stop()
+            raise
+        return builder
+
+    def serve(self, copy: Any) -> None:
+        """Point the candidate session, the admin connection, the watchdog's terminations and
+        recovery at ``copy`` (a :class:`.pg_pristine.Copy`), or back at the worker's own
+        server (None). The copy served before is discarded. Called between task scopes."""
+        if copy is None and self.copy is None:
+            return
+        if self._session is not None:
+            self._session.close()
+        old = self.copy
+        if old is not None:
+            if self.admin is not None:
+                with contextlib.suppress(Exception):
+                    self.admin.close()
+        else:
+            self._home = (self.server, self.admin, self.admin_dsn, self.db_dsn, self.candidate_dsn, self._role_settings)
+        if copy is None:
+            assert self._home is not None
+            (self.server, self.admin, self.admin_dsn, self.db_dsn, self.candidate_dsn,
+             self._role_settings) = self._home
+            self._home = None
+        else:
+            self.server, self.admin_dsn = copy.server, copy.admin_dsn
+            self.db_dsn, self.candidate_dsn = copy.db_dsn, copy.candidate_dsn
+            self._role_settings = list(copy.pristine.role_settings)
+            self.admin = self._admin_connect(copy.db_dsn)
+        self.copy = copy
+        if old is not None:
+            self.pristines.discard(old)
+        if self._session is not None:
+            self._session.connect()
+
     def stop(self) -> None:
+        if self.copy is not None:
+            with contextlib.suppress(Exception):
+                self.serve(None)
+        if self._pristines is not None:
+            self._pristines.close()
+            self._pristines = None
         if self._session is not None:
             self._session.close()
             self._session.stop_watchdog()

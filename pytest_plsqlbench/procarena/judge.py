@@ -8,9 +8,11 @@ state equals gold's and both raised or neither did (with the same error code whe
 :class:`CallSuiteJudge` is the core's cumulative judge of kind ``procarena-state``: gold's states
 are computed in :meth:`~CallSuiteJudge.prepare`, once per worker (the backend's judge cache), in a
 task scope of their own; the candidate runs in the next one, call k in item ``call-k`` (earlier
-calls a ``-k`` deselected still run first). PostgreSQL: every write happens inside the task's
-transaction and is rolled back at the end. Oracle, where calls may COMMIT and DDL commits: the
-clean state is restored after every run (:mod:`.oracle_restore`).
+calls a ``-k`` deselected still run first). PostgreSQL: gold and the candidate each run on a
+server of their own, started from a pristine copy of the task's database (:mod:`..dialects.pg_pristine`):
+a rollback leaves row versions, statistics, sizes, sequences and transaction ids behind, and none
+of gold's can reach the candidate's server (docs/security.md). Oracle, where calls may COMMIT and
+DDL commits: the clean state is restored after every run (:mod:`.oracle_restore`).
 """
 
 from __future__ import annotations
@@ -93,6 +95,14 @@ class Access:
 
     def before_candidate(self) -> None:
         """Between gold's scope and the candidate's (outside any task scope)."""
+        self.fresh_scope()
+
+    def fresh_scope(self) -> None:
+        """Before a contender's scope (gold's, the candidate's, B2's gate, an Interactive episode):
+        make the next scope start from the task's clean state as no earlier scope left it."""
+
+    def end_scope(self) -> None:
+        """After the contender runs that :meth:`fresh_scope` started (outside any task scope)."""
 
     def scratch_prefix(self) -> str:
         """State keys of tables in the candidate's own schema (``answers.``)."""
@@ -107,8 +117,38 @@ class Access:
 
 
 class PostgresAccess(Access):
+    """Each contender scope on a fresh copy of the task's pristine database (an embedded server);
+    elsewhere (``--plsql-db=dsn|container``) on the worker's database, which a rollback does not
+    leave as it found it (warned once, docs/security.md)."""
+
+    pristine: Any = None
+
     def prepare(self) -> None:
-        self.grant_writes()
+        store = getattr(self.backend, "pristines", None)
+        if store is None or not store.available:
+            _warn_shared_server()
+            self.grant_writes()
+            return
+        from ..dialects.pg_pristine import key_of
+
+        fixtures, schema = tuple(self.task.fixtures), self.schema
+
+        def build(builder: Any) -> None:
+            builder.ensure_fixtures(fixtures)
+            builder.allow_writes([schema])
+
+        self.pristine = store.pristine(key_of("procarena", schema, *(f.key for f in fixtures)), build)
+
+    def fresh_scope(self) -> None:
+        if self.pristine is not None:
+            self.backend.serve(self.backend.pristines.copy(self.pristine))  # type: ignore[attr-defined]
+
+    def end_scope(self) -> None:
+        if self.pristine is not None:
+            self.backend.serve(None)  # type: ignore[attr-defined]
+
+    def release(self) -> None:
+        self.end_scope()
 
     def begin(self) -> None:
         path = self.task.metadata.get("search_path")
@@ -173,6 +213,18 @@ class OracleAccess(Access):
 
     def restore(self) -> None:
         self.restorer.restore()
+
+
+_warned_shared: set[str] = set()
+
+
+def _warn_shared_server() -> None:
+    if "pg" not in _warned_shared:
+        _warned_shared.add("pg")
+        log.warning("ProcArena on a PostgreSQL server the harness does not run itself (--plsql-db=dsn or "
+                    "container): gold and the answer share the worker's database, and what a rolled-back "
+                    "run leaves (row versions, statistics, transaction ids) is readable by the next one; "
+                    "use --plsql-db=embedded for scores that hold against a hostile answer (docs/security.md)")
 
 
 def access_for(backend: Backend, task: Task) -> Access:
@@ -255,6 +307,13 @@ class CallSuiteJudge(Judge):
                 ctx.expected[(turn.index, test.id)] = state.gold.calls[n - 1]
 
     def _run_gold(self, ctx: JudgeContext, access: Access) -> GoldRun:
+        access.fresh_scope()
+        try:
+            return self._gold_scope(ctx, access)
+        finally:
+            access.end_scope()
+
+    def _gold_scope(self, ctx: JudgeContext, access: Access) -> GoldRun:
         session = ctx.session
         session.begin_task()
         try:

@@ -8,8 +8,9 @@ scratch :class:`~.tools.Environment` on the worker's database. The task node's s
 The Solver is the model under test, called through litellm's tool calling with the schema of
 :mod:`.tools`. Each tool call is one step and is charged before it runs (malformed or unknown
 ones too, paper Table 2); a reply without a tool call is a malformed action. Every result ends
-with the units spent so far. When the budget is spent or the step cap reached, the Solver gets
-one last turn in which only ``submit`` is offered. ``submit`` ends the episode at once and
+with the units spent so far. When the budget is spent, the step cap reached or the actions' time
+(``--plsql-task-timeout``, each action stopped past its price's share of it) used up, the Solver
+gets one last turn in which only ``submit`` is offered. ``submit`` ends the episode at once and
 returns no feedback; its answer is what the Direct-mode call-suite judge scores.
 
 The record (:class:`EpisodeRecord`) keeps everything a report needs: steps, Solver and Simulator
@@ -37,7 +38,7 @@ from .tools import ENVIRONMENT, NAMES, SCHEMA, SUBMIT_ONLY, Environment, Malform
 log = logging.getLogger(__name__)
 
 #: How an episode ended.
-ENDINGS = ("submit", "budget", "step_cap", "refused", "error")
+ENDINGS = ("submit", "budget", "step_cap", "time", "refused", "error")
 
 Solver = Callable[[Sequence[Mapping[str, Any]], Sequence[Mapping[str, Any]]], Completion]
 
@@ -230,9 +231,13 @@ class InteractiveEpisode(Rollout):
         final: str | None = None
         try:
             while rec.submission is None:
-                if final is None and (self.budget.exhausted or rec.steps >= self.protocol.max_steps):
-                    final = "budget" if self.budget.exhausted else "step_cap"
-                    why = "budget is spent" if final == "budget" else f"step cap of {self.protocol.max_steps} actions is reached"
+                if final is None and (self.budget.exhausted or rec.steps >= self.protocol.max_steps
+                                      or self._out_of_time()):
+                    final = ("budget" if self.budget.exhausted else "step_cap" if rec.steps >= self.protocol.max_steps
+                             else "time")
+                    why = {"budget": "budget is spent",
+                           "step_cap": f"step cap of {self.protocol.max_steps} actions is reached",
+                           "time": "time for actions (--plsql-task-timeout) is spent"}[final]
                     messages.append({"role": "user", "content": FINAL.format(why=why)})
                     rec.final_turn = final
                 completion = self._ask(messages, SUBMIT_ONLY if final else SCHEMA)
@@ -246,7 +251,8 @@ class InteractiveEpisode(Rollout):
                     self._act(MALFORMED, {}, None, messages, error=NO_TOOL, text=completion.text)
                     continue
                 for n, call in enumerate(completion.tool_calls):
-                    if rec.submission is not None or rec.steps >= self.protocol.max_steps or self.budget.exhausted:
+                    if (rec.submission is not None or rec.steps >= self.protocol.max_steps or self.budget.exhausted
+                            or self._out_of_time()):
                         messages.append({"role": "tool", "tool_call_id": call["id"],
                                          "content": "not run: the episode reached its end"})
                         continue
@@ -365,11 +371,22 @@ class InteractiveEpisode(Rollout):
             _add_usage(self.record.tokens["simulator"], exc.usage)
             raise _SolverFailed(f"the User Simulator failed: {exc}") from None
 
+    def _out_of_time(self) -> bool:
+        """The episode's actions used up its time budget (``--plsql-task-timeout``)."""
+        left = self.tools.time_left() if self.tools is not None else None
+        return left is not None and left <= 0
+
+    def _share(self, name: str) -> float | None:
+        """An action's seconds at most: its price's part of the budget, of the episode's time."""
+        if self.tools is None or self.tools.time_budget <= 0 or self.budget.limit <= 0:
+            return None
+        return self.tools.time_budget * self.budget.price(name) / self.budget.limit
+
     def _environment(self, name: str, args: Mapping[str, Any]) -> str:
         if self.tools is None:
             return "error: no database is available for this episode"
         try:
-            return self.tools.call(name, dict(args))
+            return self.tools.call(name, dict(args), share=self._share(name))
         except Malformed as exc:
             return f"error: {exc}"
         except InfrastructureError:

@@ -222,7 +222,8 @@ def solver_episode(config: pytest.Config, settings: Any, task: Task, sample: int
                            ledger_size=len(ledger), budget_limit=protocol.rule.limit(len(ledger)),
                            max_steps=protocol.max_steps)
     try:
-        tools = Environment(config.stash[HARNESS_KEY].backend_for(), task, limit=protocol.output_limit)
+        tools = Environment(config.stash[HARNESS_KEY].backend_for(), task, limit=protocol.output_limit,
+                            time_budget=settings.database.task_timeout)
     except InfrastructureError as exc:  # the task's items report the database error themselves
         return Episode.of(task, [Answer(code=None, status="error", error=str(exc), source="model")], sample)
     return InteractiveEpisode(task, sample, tools, record=record, protocol=protocol, simulator=simulator,

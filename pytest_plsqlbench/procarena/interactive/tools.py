@@ -2,8 +2,8 @@
 
 The schema is OpenAI's function-calling shape; litellm translates it for each provider.
 Environment tools run as the candidate role against a scratch copy of the task's initial state:
-the episode opens a task scope of its own (PostgreSQL: one transaction, rolled back by
-``reset_scratch`` and at the end; Oracle: the ProcArena restore), so nothing the Solver does
+the episode opens a task scope of its own (PostgreSQL: on a server started from a pristine copy of
+the task's database, a new one at ``reset_scratch``; Oracle: the ProcArena restore), so nothing the Solver does
 outlives the episode, and gold, the calls and the judge are never in reach -- gold's states
 are computed in another scope, after the episode. Results are cut to ``limit`` characters
 (``--plsql-tool-output``, default :data:`OUTPUT_LIMIT`). A malformed or unknown action is
@@ -13,8 +13,11 @@ charged and answered with an error message, never run.
 from __future__ import annotations
 
 import json
+import time
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
+
+from ... import outcomes
 
 from ...dialects.base import Backend
 from ...tasks import Task
@@ -131,17 +134,31 @@ def clip(text: str, limit: int) -> str:
 
 @dataclass
 class Environment:
-    """The database side of an episode: a scratch copy of the task's initial state."""
+    """The database side of an episode: a scratch copy of the task's initial state.
+
+    Wall time: the episode's actions share ``time_budget`` seconds (``--plsql-task-timeout``;
+    0: none); an action gets ``share`` seconds of it (set by the episode from the action's price)
+    and is stopped there, its result an error -- the Solver's failure, as a test past its time is
+    the answer's. Statements also keep their own ``--plsql-timeout``.
+    """
 
     backend: Backend
     task: Task
     limit: int = OUTPUT_LIMIT
+    time_budget: float = 0.0
 
     def __post_init__(self) -> None:
         fixture = self.task.fixtures[0]
         self.tables: list[Table] = tables_of(fixture.script, self.task.dialect)
         self.access = access_for(self.backend, self.task)
         self.open = False
+        #: Seconds the Solver's actions have run in the database, and the current action's share.
+        self.spent_s = 0.0
+        self.share: float | None = None
+
+    def time_left(self) -> float | None:
+        """Seconds left of the episode's time budget (None: no budget)."""
+        return self.time_budget - self.spent_s if self.time_budget > 0 else None
 
     # ------------------------------------------------------------------ scope
     def start(self) -> None:
@@ -152,6 +169,9 @@ class Environment:
         self._begin()
 
     def _begin(self) -> None:
+        # PostgreSQL: a fresh copy of the task's pristine database (reset_scratch too), on a
+        # server no other run touched; Oracle: the restored schema.
+        self.access.fresh_scope()
         self.backend.session().begin_task()
         self.access.begin()
         self.open = True
@@ -180,11 +200,36 @@ class Environment:
         known = ", ".join(t.name.rsplit(".", 1)[-1] for t in self.tables)
         raise Malformed(f"no table {name!r} in this database (tables: {known})")
 
-    def call(self, name: str, arguments: dict[str, Any]) -> str:
+    def call(self, name: str, arguments: dict[str, Any], share: float | None = None) -> str:
         """The observation of one environment action (the core's ``EpisodeTools``); raises only
-        :class:`Malformed` for the Solver's mistakes."""
-        text = getattr(self, "_" + name)(**arguments)
+        :class:`Malformed` for the Solver's mistakes. ``share``: the action's seconds at most."""
+        self.share = share
+        try:
+            text = getattr(self, "_" + name)(**arguments)
+        finally:
+            self.share = None
         return clip(text, self.limit)
+
+    def _run(self, script: str, *, isolated: bool, phase: Any) -> tuple[Any, str | None]:
+        """Run the Solver's script within its share of the time budget (the session's deadline
+        stops the statement running at it and starts no later one); the execution, and the
+        error the Solver reads if the script ran past its share."""
+        session = self.backend.session()
+        allowed = [t for t in (self.share, self.time_left()) if t is not None]
+        limit = max(min(allowed), 0.0) if allowed else None
+        t0 = time.monotonic()
+        session.deadline = t0 + limit if limit is not None else None
+        try:
+            done = session.run(script, isolated=isolated, phase=phase)
+        finally:
+            session.deadline = None
+            took = time.monotonic() - t0
+            self.spent_s += took
+        if limit is not None and done.error is not None and done.error.failure_class == outcomes.TIMEOUT \
+                and took >= limit - 1.5:
+            return done, (f"error: the action ran past its share of the episode's time ({limit:.1f}s of "
+                          "--plsql-task-timeout) and was stopped")
+        return done, None
 
     def _get_schema(self) -> str:
         return describe(self.tables, self.task.dialect)
@@ -196,25 +241,25 @@ class Environment:
         t = self.table(table)
         n = max(1, min(int(limit), SAMPLE_MAX))
         tail = f"LIMIT {n}" if self.task.dialect == "postgres" else f"FETCH FIRST {n} ROWS ONLY"
-        done = self.backend.session().run(f"SELECT * FROM {t.name} ORDER BY 1 {tail}", isolated=True, phase="test")
+        done, overran = self._run(f"SELECT * FROM {t.name} ORDER BY 1 {tail}", isolated=True, phase="test")
         if done.error is not None:
-            return f"error: {done.error.short()}"
+            return overran or f"error: {done.error.short()}"
         head = " | ".join(c.name for c in t.columns)
         return "\n".join([head, *done.lines]) if head else "\n".join(done.lines)
 
     def _execute_scratch(self, sql: str) -> str:
-        done = self.backend.session().run(sql, isolated=False, phase="test")
+        done, overran = self._run(sql, isolated=False, phase="test")
         lines = list(done.lines)
         if done.notes:
             lines += [f"note: {n}" for n in done.notes]
         if done.error is not None:
-            lines.append(f"error: {done.error.short()}")
+            lines.append(overran or f"error: {done.error.short()}")
         return "\n".join(lines) or "ok"
 
     def _compile_plsql(self, code: str) -> str:
-        done = self.backend.session().run(code, isolated=True, phase="install")
+        done, overran = self._run(code, isolated=True, phase="install")
         if done.error is not None:
-            return f"error: {done.error.short()}"
+            return overran or f"error: {done.error.short()}"
         return "compiled"
 
     def _reset_scratch(self) -> str:

@@ -90,6 +90,9 @@ class PerfJudge(Judge):
             record["why"] = gold.error
             return record
         session = ctx.session
+        # The gate on a fresh copy of the task's database (nothing of the candidate's call items
+        # or of gold's run in reach); the measurement and the runner's closing scope on another.
+        access.fresh_scope()
         session.begin_task()
         try:
             access.begin()
@@ -121,6 +124,7 @@ class PerfJudge(Judge):
         finally:
             session.end_task()
             access.restore()
+            access.fresh_scope()
         record["admitted"] = True
         return record
 
