@@ -221,6 +221,58 @@ def test_reference_passes_and_mutants_fail(backend: object) -> None:
     assert backend.scratch_objects() == []  # type: ignore[attr-defined]
 
 
+def _returns_task() -> Task:
+    (task,) = load(load_manifest(DATA / "tasks" / "returns.yaml"), Settings.of(subsets=("procarena-returns",)))
+    return task
+
+
+def test_out_parameters_and_sequences_are_compared(backend: object) -> None:
+    """A call's OUT parameters are what it returns, and a sequence's position is state: a wrong
+    OUT value with the right rows fails, and so does numbering rows without the sequence."""
+    task = _returns_task()
+    spec = spec_of(task)
+    assert all(o.passed for o in evaluate(backend, task, spec.gold))  # type: ignore[arg-type]
+    wrong_out, no_sequence = (m.code for m in spec.mutants)
+    got = {o.test_id: o for o in evaluate(backend, task, wrong_out)}  # type: ignore[arg-type]
+    assert not got["call-1"].passed and "the call returned 101, gold's returned 100" in got["call-1"].message
+    # The label guard raises as gold's does: call 2 passes; call 3 returns a wrong id again.
+    assert got["call-2"].passed and "the call returned 102, gold's returned 101" in got["call-3"].message
+    got = {o.test_id: o for o in evaluate(backend, task, no_sequence)}  # type: ignore[arg-type]
+    assert not got["call-1"].passed and "ticketing.ticket_seq (sequence)" in got["call-1"].message
+    # Gold again: its own earlier runs (nextval is not rolled back) left nothing for this one.
+    assert all(o.passed for o in evaluate(backend, task, spec.gold))  # type: ignore[arg-type]
+
+
+def test_on_a_shared_server_sequences_are_put_back_after_every_run(backend: object) -> None:
+    """--plsql-db=dsn: gold and the answer share the worker's database, where nextval is not
+    rolled back; the judge puts the task schema's sequences back, so gold passes run after run."""
+    task = _returns_task()
+    spec = spec_of(task)
+    with started_backend("procarenadsn", timeout=10, db="dsn", dsn=backend.admin_dsn) as shared:  # type: ignore[attr-defined]
+        assert not shared.pristines.available
+        for _ in range(2):
+            assert all(o.passed for o in evaluate(shared, task, spec.gold))
+        got = evaluate(shared, task, spec.mutants[1].code)
+        assert not got[0].passed and "ticketing.ticket_seq (sequence)" in got[0].message
+        last = shared.admin.execute("SELECT last_value, is_called FROM ticketing.ticket_seq").fetchone()
+        assert tuple(last) == (100, False)
+
+
+def test_a_call_that_raises_is_judged_by_its_error_not_its_returned_rows() -> None:
+    from pytest_plsqlbench.dialects.base import DbError, Execution
+    from pytest_plsqlbench.procarena.judge import CallResult, call_problem
+
+    err = DbError("boom", "P0001", "wrong_output")
+    printed = CallResult.of(Execution(lines=["row 1", "<printed> hi"], row_lines=[0]), {})
+    assert printed.returned == ("row 1",)  # a printed line is no returned value
+    same = CallResult.of(Execution(lines=["row 1", "<printed> other"], row_lines=[0]), {})
+    assert call_problem(printed, same) is None
+    other = CallResult.of(Execution(lines=["row 2"], row_lines=[0]), {})
+    assert call_problem(printed, other) == "the call returned row 2, gold's returned row 1"
+    raised = CallResult.of(Execution(lines=[], error=err), {})
+    assert call_problem(raised, CallResult.of(Execution(lines=["x"], row_lines=[0], error=err), {})) is None
+
+
 def test_mismatch_message_and_failure_type(backend: object) -> None:
     (task,) = _mini_tasks()
     spec = spec_of(task)
@@ -358,14 +410,32 @@ def test_metric_family_table6() -> None:
         _entry("a1", "postgres", [False], "schema") | {"tests": [{"test_id": "call-1", "passed": False, "failure_class": "infrastructure"}]},
     ])
     pg = m["by_dialect"]["postgres"]
-    assert m["tasks"] == 4 and pg["a1"] == {"ex": 0.5, "tasks": 2} and pg["b1"]["ex"] == 0.0
+    assert m["tasks"] == 4 and pg["a1"] == {"ex": 0.5, "tasks": 2, "ci": [0.0, 1.0]} and pg["b1"]["ex"] == 0.0
     assert pg["synthesis"] == 0.5 and pg["editing"] == 0.0 and pg["overall"] == pytest.approx(1 / 3)
     assert m["by_dialect"]["oracle"]["a2"]["ex"] == 1.0 and m["ex"] == 0.5
     assert m["mean_test_pass"] == pytest.approx((1 + 0.5 + 0.5 + 1) / 4)
     assert m["failure_types"] == {"schema": 0, "contract": 0, "exception": 0, "control_flow": 1, "state_effect": 1}
     lines = pm.summary_lines("x", m)
-    assert lines[0].startswith("ProcArena EX (%) -- x: 4 task(s), EX 50.0")
-    assert any(line.startswith("postgres") and " 50.0" in line for line in lines)
+    assert lines[0].startswith("ProcArena EX (%) -- x: 4 task(s) (B2 apart), EX 50.0 [")
+    assert lines[1].split() == ["Subscenario", "oracle", "postgres"]
+    assert any(line.split()[:5] == ["A1", "-", "50.0", "[0.0,", "100.0]"] for line in lines)
+
+
+def test_ex_leaves_b2_out_and_gives_each_cell_a_bootstrap_interval() -> None:
+    """Table 6 has no B2 (scored by speed, §5.3): a B2 task, passed or failed, moves no EX figure."""
+    base = [_entry("a1", "postgres", [True]) | {"task_id": f"t{i}"} for i in range(3)]
+    base += [_entry("a1", "postgres", [False]) | {"task_id": "t9"}]
+    with_b2 = base + [_entry("b2", "postgres", [False, False]) | {"task_id": "b2x"}]
+    m, m2 = pm.compute(base), pm.compute(with_b2)
+    for key in ("ex", "ex_ci", "tasks", "mean_test_pass", "failure_types"):
+        assert m[key] == m2[key], key
+    assert m2["by_dialect"]["postgres"]["overall"] == 0.75 and "b2" not in m2["by_dialect"]["postgres"]
+    lo, hi = m["ex_ci"]
+    assert 0.0 <= lo < 0.75 < hi <= 1.0
+    # The interval is a function of the tasks, not of their order in the document.
+    assert pm.compute(list(reversed(base)))["ex_ci"] == m["ex_ci"]
+    # Every cell passed: the interval collapses on 1.0.
+    assert pm.compute(base[:3])["by_dialect"]["postgres"]["a1"]["ci"] == [1.0, 1.0]
 
 
 # --------------------------------------------------------------------------- end to end

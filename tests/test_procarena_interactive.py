@@ -139,6 +139,40 @@ def test_ledger_simulator_answers_from_matched_entries_only(task: Task) -> None:
     assert s.index == -1 and s.fallback
 
 
+def test_two_holders_each_answer_from_their_own_entries(task: Task) -> None:
+    """jargon entries are the knowledge holder's, masks and contradictions the requirement
+    holder's; ask_selector asks the holder the Solver names (both when it names none)."""
+    spec = spec_of(task)
+    assert spec.interactive is not None
+    holders = {e.id: e.holder for e in spec.interactive.ledger}
+    assert holders == {"M1": "knowledge", "M2": "knowledge", "M3": "requirement", "M4": "requirement"}
+    sim = LedgerSimulator(spec.interactive.ledger, spec.behaviour)
+    question, options = ("How does the supplier rating change for a late receipt?",
+                         ["rating + 0.5", "rating - 0.5, not below 0", "no change"])
+    assert sim.ask_selector(question, options, "requirement").index == 1
+    assert sim.ask_selector(question, options).index == 1
+    # The knowledge holder keeps no rating rule: it confirms nothing and reveals nothing.
+    r = sim.ask_selector(question, options, "knowledge")
+    assert r.index == -1 and r.revealed == []
+    r = sim.ask_selector("What is the put-away room of a location?", ["capacity minus stored qty_on_hand", "capacity"],
+                         "knowledge")
+    assert r.revealed == ["M1"]
+    with pytest.raises(Malformed, match="holder"):
+        check("ask_selector", {"question": "q", "options": ["a", "b"], "holder": "gold"})
+    check("ask_selector", {"question": "q", "options": ["a", "b"], "holder": "knowledge"})
+
+
+def test_a_ledger_entrys_holder_may_be_named_and_is_checked(tmp_path: Path) -> None:
+    from pytest_plsqlbench.procarena.spec import SpecError, _interactive
+
+    item = {"id": "M1", "op": "mask", "key": "k", "answer": "a"}
+    assert _interactive({"requirement": "r", "ledger": [item]}, "t").ledger[0].holder == "requirement"
+    named = _interactive({"requirement": "r", "ledger": [item | {"holder": "knowledge"}]}, "t")
+    assert named.ledger[0].holder == "knowledge"
+    with pytest.raises(SpecError, match="holder must be one of"):
+        _interactive({"requirement": "r", "ledger": [item | {"holder": "oracle"}]}, "t")
+
+
 def test_one_question_cannot_empty_the_ledger(task: Task) -> None:
     """A question stuffed with every key's words is not answered; one that names three things
     gets the two it matches best; the selector is bounded the same way."""
@@ -351,6 +385,40 @@ def test_model_simulator_matches_then_phrases_and_counts_its_tokens_apart(backen
     assert "discontinued" in sim_prompts[3] and len(sim_prompts[3]) < len(behaviour)
 
 
+def test_model_simulator_phrases_once_per_holder_from_that_holders_entries(task: Task, stub: StubServer) -> None:
+    from pytest_plsqlbench.generation.client import ModelClient
+    from pytest_plsqlbench.procarena.interactive.simulator import HOLDER_ROLE, ModelSimulator
+
+    spec = spec_of(task)
+    assert spec.interactive is not None
+    ledger = {e.id: e.answer for e in spec.interactive.ledger}
+
+    def respond(body: Mapping[str, Any]) -> Action:
+        prompt = body["messages"][-1]["content"]
+        if "JSON list of the ids" in prompt:
+            return ok('["M1", "M3"]')
+        return ok("knowledge says so" if HOLDER_ROLE["knowledge"] in prompt else "requirement says so")
+
+    stub.default = respond
+    client = ModelClient("openai/simulator", api_base=stub.api_base, retries=0)
+    sim = ModelSimulator(spec.interactive.ledger, spec.behaviour, "openai/simulator",
+                         lambda m: (lambda c: (c.text, c.usage))(client.complete(m)))
+    reply = sim.ask_user("What is the put-away room, and how does the rating change?")
+    assert reply.revealed == ["M1", "M3"] and reply.text == "requirement says so\n\nknowledge says so"
+    match, *phrasing = [b["messages"][-1]["content"] for b in stub.bodies()]
+    assert "M1 [knowledge]" in match and "M3 [requirement]" in match
+    assert len(phrasing) == 2
+    req, know = phrasing
+    assert ledger["M3"] in req and ledger["M1"] not in req and HOLDER_ROLE["requirement"] in req
+    assert ledger["M1"] in know and ledger["M3"] not in know
+    # A holder the Solver names is asked about its own entries only.
+    pick = sim.ask_selector("How does the rating change?", ["up", "down"], "knowledge")
+    routed, selected = [b["messages"][-1]["content"] for b in stub.bodies()][3:]
+    assert "M1 [knowledge]" in routed and "[requirement]" not in routed
+    # The routing named M3 too; it is not the knowledge holder's, so it is neither used nor revealed.
+    assert pick.revealed == ["M1"] and ledger["M3"] not in selected and HOLDER_ROLE["knowledge"] in selected
+
+
 # --------------------------------------------------------------------------- metrics
 def _entry(subset: str, task_id: str, passed: bool, mode: str | None, episode: Mapping[str, Any] | None = None) -> dict:
     meta = {"judge": "procarena", "scenario": "a1", "dialect": "postgres", **({"mode": mode} if mode else {})}
@@ -376,6 +444,27 @@ def test_retention_and_tool_shares() -> None:
     # paired tasks t1, t2 only: Interactive 1/2, Direct 2/2
     assert (ret["pairs"], ret["interactive_ex"], ret["direct_ex"], ret["retention"]) == (2, 0.5, 1.0, 0.5)
     assert any("retention 50.0 %" in line for line in im.summary_lines("i", subsets["i"]["procarena"]["interactive"]))
+
+
+def test_actions_by_step_are_counts_per_recorded_step_figure_7() -> None:
+    def episode(*tools: str) -> dict[str, Any]:
+        return {"steps": len(tools), "ended": "submit",
+                "timeline": [{"step": i, "tool": t, **({"malformed": True} if t == "ask_user?" else {})}
+                             for i, t in enumerate(tools, 1)]}
+
+    eps = [episode("get_schema", "ask_user", "submit"), episode("get_schema", "ask_user?", "bogus", "submit"),
+           episode("submit")]
+    tasks = [_entry("i", f"t{n}", True, "interactive", ep) for n, ep in enumerate(eps)]
+    by_step = im.figures(tasks)["actions_by_step"]
+    assert by_step == {"1": {"get_schema": 2, "submit": 1}, "2": {"ask_user": 1, "malformed": 1},
+                       "3": {"submit": 1, "malformed": 1}, "4": {"submit": 1}}
+    # Counts, not shares: the stack's outline is the attrition (3 episodes at step 1, 1 at step 4).
+    assert [sum(v.values()) for v in by_step.values()] == [3, 2, 2, 1]
+    svg = im.actions_by_step_svg(by_step)
+    assert svg.count("<rect") == 7 and "step 2: malformed 1" in svg and "Figure 7" in svg
+    assert im.actions_by_step_svg({}) == ""
+    html = im.html({"subsets": {"i": {"procarena": {"interactive": im.figures(tasks)}}}, "tasks": tasks})
+    assert "actions-by-step" in html
 
 
 # --------------------------------------------------------------------------- end to end

@@ -1432,11 +1432,15 @@ class PostgresBackend(Backend):
             raise FixtureError(fixture.load_error(line, message)) from exc
 
     def allow_writes(self, schemas: Sequence[str]) -> None:
-        """INSERT/UPDATE/DELETE on the schemas' tables for the candidate (ProcArena): every write
-        stays inside the task's transaction, which is rolled back."""
+        """INSERT/UPDATE/DELETE on the schemas' tables and nextval on their sequences for the
+        candidate (ProcArena): every write stays inside the task's transaction, which is rolled back."""
         assert self.admin is not None
         for schema in schemas:
             self.admin.execute(pgsql.SQL("GRANT INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA {} TO {}").format(
+                pgsql.Identifier(schema), pgsql.Identifier(self.role)))
+            # nextval on the schema's sequences (not rolled back: each contender's own server,
+            # or the judge's restore on a shared one, puts them back).
+            self.admin.execute(pgsql.SQL("GRANT USAGE, SELECT ON ALL SEQUENCES IN SCHEMA {} TO {}").format(
                 pgsql.Identifier(schema), pgsql.Identifier(self.role)))
 
     def reset_scratch(self) -> None:

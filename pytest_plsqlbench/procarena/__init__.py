@@ -12,6 +12,8 @@ dialect), :mod:`.validate` (``plsqlbench validate`` checks). See docs/procarena.
 SYNTHESIS = ("a1", "a2", "a3", "a4", "a5")
 EDITING = ("b1", "b2", "b3", "b4")
 SCENARIOS = SYNTHESIS + EDITING
+#: The subscenarios EX is reported for (Table 6): B2 is scored by speed and work (§5.3), not EX.
+EX_SCENARIOS = tuple(s for s in SCENARIOS if s != "b2")
 SCENARIO_NAMES = {
     "a1": "From-scratch synthesis",
     "a2": "Document-grounded synthesis",

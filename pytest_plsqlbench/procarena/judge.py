@@ -41,10 +41,20 @@ KIND = "procarena-state"  # = loader.KIND
 
 @dataclass
 class CallResult:
-    """What one call did: its error (if any) and the state after it."""
+    """What one call did: its error (if any), the state after it, and the rows it returned (a
+    CALL's OUT and INOUT parameters, a function's result: ``SELECT f(...)``)."""
 
     error: DbError | None
     state: st.State
+    returned: tuple[str, ...] = ()
+
+    @classmethod
+    def of(cls, done: Execution, state: st.State) -> "CallResult":
+        """The result of the call that produced ``done``; only what the call *returned* counts
+        (printed lines are no channel the judge reads), or every line where the session cannot
+        tell a returned row from a printed one."""
+        lines = done.lines if done.row_lines is None else [done.lines[i] for i in done.row_lines]
+        return cls(done.error, state, tuple(lines))
 
     @property
     def raised(self) -> str | None:
@@ -123,11 +133,15 @@ class PostgresAccess(Access):
 
     pristine: Any = None
 
+    #: The shared server's sequences as the task found them (``nextval`` is not rolled back).
+    sequences: tuple[tuple[str, str, Any, bool], ...] = ()
+
     def prepare(self) -> None:
         store = getattr(self.backend, "pristines", None)
         if store is None or not store.available:
             _warn_shared_server()
             self.grant_writes()
+            self.sequences = self._sequences()
             return
         from ..dialects.pg_pristine import key_of
 
@@ -138,6 +152,33 @@ class PostgresAccess(Access):
             builder.allow_writes([schema])
 
         self.pristine = store.pristine(key_of("procarena", schema, *(f.key for f in fixtures)), build)
+
+    def _sequences(self) -> tuple[tuple[str, str, Any, bool], ...]:
+        """Where each sequence of the task's schema stands (read as the superuser)."""
+        from psycopg import sql as pgsql
+
+        admin = self.backend.admin  # type: ignore[attr-defined]
+        found = admin.execute("SELECT schemaname, sequencename FROM pg_catalog.pg_sequences WHERE schemaname = %s",
+                              (self.schema,)).fetchall()
+        out = []
+        for schema, name in found:
+            last, called = admin.execute(pgsql.SQL("SELECT last_value, is_called FROM {}.{}").format(
+                pgsql.Identifier(schema), pgsql.Identifier(name))).fetchone()
+            out.append((schema, name, last, called))
+        return tuple(out)
+
+    def restore(self) -> None:
+        """The shared server: sequences back where the task found them (a rollback leaves them
+        advanced, so the answer would start where gold stopped)."""
+        if not self.sequences:
+            return
+        from psycopg import sql as pgsql
+
+        admin = self.backend.admin  # type: ignore[attr-defined]
+        for schema, name, last, called in self.sequences:
+            admin.execute(pgsql.SQL("SELECT pg_catalog.setval({}, %s, %s)").format(
+                pgsql.Literal(f"{pgsql.Identifier(schema).as_string(admin)}.{pgsql.Identifier(name).as_string(admin)}")),
+                (last, called))
 
     def fresh_scope(self) -> None:
         if self.pristine is not None:
@@ -244,6 +285,28 @@ def _same_raise(gold: CallResult, cand: CallResult) -> str | None:
     return f"the call raised {cand.raised}, gold's raised {gold.raised}: {cand.error.short()}"
 
 
+def _same_return(gold: CallResult, cand: CallResult) -> str | None:
+    """Neither raised: the call must return what gold's returned (OUT parameters, a result)."""
+    if gold.raised is not None or cand.raised is not None or gold.returned == cand.returned:
+        return None
+    shown = SHOWN_RETURNED
+
+    def show(rows: tuple[str, ...]) -> str:
+        return "nothing" if not rows else "; ".join(rows[:shown]) + (f" (+{len(rows) - shown} more)" if len(rows) > shown else "")
+
+    return f"the call returned {show(cand.returned)}, gold's returned {show(gold.returned)}"
+
+
+#: Returned rows shown per side in a failure message.
+SHOWN_RETURNED = 5
+
+
+def call_problem(gold: CallResult, cand: CallResult) -> str | None:
+    """What differs in how the call ended -- raised, or returned -- (None: the same); the state
+    is compared apart (:func:`.state.diff`)."""
+    return _same_raise(gold, cand) or _same_return(gold, cand)
+
+
 @dataclass
 class _TaskState:
     """One task's run on the worker: dialect access, gold, the candidate's scope."""
@@ -332,7 +395,7 @@ class CallSuiteJudge(Judge):
                 if test.kind != KIND:
                     continue  # B2's perf item
                 done = session.run(test.script or "", isolated=False, phase="reference")
-                run.calls.append(CallResult(done.error, access.snapshot()))
+                run.calls.append(CallResult.of(done, access.snapshot()))
             return run
         finally:
             session.end_task()
@@ -369,7 +432,7 @@ class CallSuiteJudge(Judge):
 
     def _call(self, state: _TaskState, session: Any, script: str, n: int) -> Execution:
         done = session.run(script, isolated=False, phase="test")
-        state.results[n] = CallResult(done.error, state.access.snapshot())
+        state.results[n] = CallResult.of(done, state.access.snapshot())
         return done
 
     def judge(self, ctx: JudgeContext, turn: int, test: UnitTest, execution: Execution) -> TestOutcome:
@@ -380,7 +443,7 @@ class CallSuiteJudge(Judge):
             out = TestOutcome(turn, test.id, False, outcomes.INVALID_ARTIFACT, state.install_problem)
             out.extra["failure_type"] = ft.CONTRACT
             return out
-        raise_problem = _same_raise(gold, cand)
+        raise_problem = call_problem(gold, cand)
         diffs = st.diff(gold.state, cand.state)
         if raise_problem is None and not diffs:
             return TestOutcome(turn, test.id, True)

@@ -26,6 +26,11 @@ _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_$]*$")
 MIN_CALLS = 1
 B2_PATTERNS = ("cursor_loop", "n_plus_one", "aggregate_in_loop")
 LEDGER_OPS = ("jargon", "mask", "contradiction")
+#: The User Simulator's two holders (ProcArena §3.3.2): the requirement holder keeps what the
+#: perturbation took out of or set against the requirement (omissions, contradictions); the
+#: knowledge holder keeps the definitions that knowledge injection replaced by jargon.
+HOLDERS = ("requirement", "knowledge")
+HOLDER_OF_OP = {"jargon": "knowledge", "mask": "requirement", "contradiction": "requirement"}
 
 
 class SpecError(UsageError):
@@ -63,6 +68,12 @@ class LedgerEntry:
     op: str
     key: str
     answer: str
+    #: Which holder answers for the entry: the task file's ``holder``, else the one its ``op`` implies.
+    holder: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.holder:
+            object.__setattr__(self, "holder", HOLDER_OF_OP.get(self.op, "requirement"))
 
 
 @dataclass(frozen=True)
@@ -195,7 +206,10 @@ def _interactive(raw: Any, where: str) -> InteractiveForm:
             raise SpecError(f"{at}: needs string id, op, key and answer")
         if item["op"] not in LEDGER_OPS:
             raise SpecError(f"{at}: op must be one of {list(LEDGER_OPS)}, not {item['op']!r}")
-        entries.append(LedgerEntry(item["id"], item["op"], item["key"], item["answer"]))
+        holder = item.get("holder", HOLDER_OF_OP[item["op"]])
+        if holder not in HOLDERS:
+            raise SpecError(f"{at}: holder must be one of {list(HOLDERS)}, not {holder!r}")
+        entries.append(LedgerEntry(item["id"], item["op"], item["key"], item["answer"], holder))
     ids = [e.id for e in entries]
     if len(set(ids)) != len(ids):
         raise SpecError(f"{here}.ledger: duplicate entry ids {ids}")

@@ -2,7 +2,12 @@
 
 The state is every table of the task's database schema plus every table in the candidate's
 scratch schema (what either side created), each a *multiset* of rows: row order, which PLForge
-relies on ("ordered by the first column"), is not part of the state.
+relies on ("ordered by the first column"), is not part of the state. Every sequence of those
+schemas is part of it too, as a one-row table ``<schema>.<sequence> (sequence)`` holding where it
+stands: a procedure that numbers rows by ``max(id) + 1`` where gold calls ``nextval`` leaves the
+same rows and a different sequence. PostgreSQL only, for now (``pg_sequences.last_value``):
+Oracle's restore (:mod:`.oracle_restore`) does not yet put sequences back after a run, and
+``LAST_NUMBER`` of a cached sequence jumps by its cache size, so Oracle states leave sequences out.
 
 Canonical form of a value (so equal states compare equal, run after run):
 
@@ -184,6 +189,18 @@ _PG_COLUMNS = (
     "AND NOT a.attisdropped ORDER BY a.attnum"
 )
 _PG_FLOATS = {"float4", "float8"}
+#: Where each sequence stands (``pg_sequences`` shows NULL for one the reader may not use: the
+#: same for gold and the answer, who read with the same role).
+_PG_SEQUENCES = (
+    "SELECT schemaname, sequencename, last_value::pg_catalog.text FROM pg_catalog.pg_sequences "
+    "WHERE schemaname OPERATOR(pg_catalog.=) ANY (%s::pg_catalog.text[]) ORDER BY 1, 2"
+)
+SEQUENCE_COLUMNS = ("last_value",)
+
+
+def sequence_name(schema: str, sequence: str) -> str:
+    """The state key of a sequence (never a table's: a table name has no blank)."""
+    return f"{schema}.{sequence} (sequence)".lower()
 
 
 def _pg_value(text: Any, category: str, typname: str) -> str | None:
@@ -255,6 +272,9 @@ def pg_snapshot(conn: Any, schemas: Iterable[str], max_rows: int = MAX_ROWS) -> 
                 continue
             canon = (tuple(_pg_value(v, c[1], c[2]) for v, c in zip(row, cols)) for row in rows)
             out[name] = table_state(name, names, canon, problem)
+        for schema, sequence, last in conn.execute(_PG_SEQUENCES, (schemas,)).fetchall():
+            name = sequence_name(schema, sequence)
+            out[name] = table_state(name, SEQUENCE_COLUMNS, [(last,)])
     except psycopg.Error as exc:
         if conn.closed or conn.broken:
             raise InfrastructureError(f"lost the database while reading its state: {exc}") from exc

@@ -58,6 +58,11 @@ FINAL = ("The {why}. This is your last turn: call submit now with the complete p
 NO_TOOL = "error: no action. Reply with a tool call (use submit to hand in the procedure)."
 
 
+#: The action set's version: a cached episode played under other actions (ask_selector without
+#: a holder, before 2) is played again.
+ACTIONS_VERSION = 2
+
+
 @dataclass(frozen=True)
 class Protocol:
     """The settings an episode runs under (part of the episode's cache key)."""
@@ -69,7 +74,7 @@ class Protocol:
 
     def key(self) -> dict[str, Any]:
         return {"budget": [self.rule.base, self.rule.per_entry, self.rule.patience], "prices": dict(self.prices),
-                "max_steps": self.max_steps, "output_limit": self.output_limit}
+                "max_steps": self.max_steps, "output_limit": self.output_limit, "actions": ACTIONS_VERSION}
 
 
 @dataclass
@@ -350,7 +355,7 @@ class InteractiveEpisode(Rollout):
         try:
             if name == "ask_user":
                 return self.simulator.ask_user(args["question"])
-            return self.simulator.ask_selector(args["question"], list(args["options"]))
+            return self.simulator.ask_selector(args["question"], list(args["options"]), args.get("holder"))
         except ProviderError as exc:  # the Simulator's model failed: the episode cannot go on fairly
             _add_usage(self.record.tokens["simulator"], exc.usage)
             raise _SolverFailed(f"the User Simulator failed: {exc}") from None

@@ -9,6 +9,8 @@
   per episode (the Simulator's are reported apart).
 * **Tool shares** (Figure 6): each tool's share of all recorded actions; ``malformed`` is the
   bucket for any action outside the protocol.
+* **Actions by step** (Figure 7): per recorded step (1, 2, ...), how many episodes took each
+  action there -- counts, not shares, so the outline of the stack is the episodes' attrition.
 
 Input: the results document's task entries, whose answer ``usage.episode`` is the episode record.
 """
@@ -52,6 +54,12 @@ def figures(entries: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
         for name, n in (ep.get("actions") or {}).items():
             actions[name if name in BUCKETS else MALFORMED] += int(n)
         endings[str(ep.get("ended"))] += 1
+    by_step: dict[int, Counter] = {}
+    for ep in episodes:
+        for step in ep.get("timeline") or []:
+            name = str(step.get("tool"))
+            bucket = name if name in BUCKETS and not step.get("malformed") else MALFORMED
+            by_step.setdefault(int(step.get("step") or 0), Counter())[bucket] += 1
     total = sum(actions.values())
     recovery = [len(ep.get("revealed") or []) / ep["ledger_size"] for ep in episodes if ep.get("ledger_size")]
     return {
@@ -65,6 +73,7 @@ def figures(entries: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
         "endings": dict(endings),
         "actions": {b: actions.get(b, 0) for b in BUCKETS},
         "tool_shares": {b: (actions.get(b, 0) / total if total else None) for b in BUCKETS},
+        "actions_by_step": {str(k): {b: c[b] for b in BUCKETS if c[b]} for k, c in sorted(by_step.items())},
     }
 
 
@@ -140,13 +149,52 @@ def html(document: Mapping[str, Any], subsets: Mapping[str, Mapping[str, Any]] |
             continue
         rows = "".join(f"<li>{escape(line)}</li>" for line in summary_lines(name, block))
         parts.append(f"<section class='procarena-interactive'><h3>ProcArena Interactive — {escape(name)}</h3>"
-                     f"<ul>{rows}</ul>")
+                     f"<ul>{rows}</ul>{actions_by_step_svg(block.get('actions_by_step') or {})}")
         for entry in document.get("tasks") or []:
             ep = episode_of(entry) if entry.get("subset") == name else None
             if ep is not None:
                 parts.append(timeline_html(entry, ep))
         parts.append("</section>")
     return "".join(parts)
+
+
+#: One colour per action bucket (Figure 7's legend), in :data:`BUCKETS` order.
+_COLOURS = ("#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1", "#ff9da7",
+            "#9c755f", "#bab0ac")
+
+
+def actions_by_step_svg(by_step: Mapping[str, Mapping[str, int]], width: int = 640, height: int = 220) -> str:
+    """Figure 7 as an inline SVG: a stacked bar per recorded step, one segment per action, counts
+    (so the outline of the stack is the episodes' attrition). Empty string when there are no steps."""
+    steps = sorted((int(k), v) for k, v in by_step.items())
+    if not steps:
+        return ""
+    peak = max(sum(v.values()) for _, v in steps) or 1
+    left, bottom, top = 36, 28, 8
+    plot_w, plot_h = width - left - 8, height - bottom - top
+    bar = plot_w / len(steps)
+    shapes = []
+    for i, (step, counts) in enumerate(steps):
+        y = top + plot_h
+        for b, colour in zip(BUCKETS, _COLOURS):
+            n = int(counts.get(b, 0))
+            if not n:
+                continue
+            h = plot_h * n / peak
+            y -= h
+            shapes.append(f"<rect x='{left + i * bar + 1:.1f}' y='{y:.1f}' width='{max(bar - 2, 1):.1f}' "
+                          f"height='{h:.1f}' fill='{colour}'><title>step {step}: {escape(b)} {n}</title></rect>")
+        if len(steps) <= 30 or step % 5 == 0:
+            shapes.append(f"<text x='{left + (i + 0.5) * bar:.1f}' y='{height - bottom + 14}' font-size='10' "
+                          f"text-anchor='middle'>{step}</text>")
+    axis = (f"<line x1='{left}' y1='{top + plot_h}' x2='{width - 8}' y2='{top + plot_h}' stroke='#333'/>"
+            f"<text x='4' y='{top + 10}' font-size='10'>{peak}</text>"
+            f"<text x='{left + plot_w / 2:.0f}' y='{height - 2}' font-size='10' text-anchor='middle'>step</text>")
+    used = [b for b in BUCKETS if any(c.get(b) for _, c in steps)]
+    legend = " ".join(f"<span style='color:{_COLOURS[BUCKETS.index(b)]}'>&#9632;</span> {escape(b)}" for b in used)
+    return (f"<figure class='actions-by-step'><figcaption>Actions by step (counts; ProcArena Figure 7)</figcaption>"
+            f"<svg viewBox='0 0 {width} {height}' style='max-width:100%;height:auto' role='img' "
+            f"aria-label='actions by step'>{axis}{''.join(shapes)}</svg><div>{legend}</div></figure>")
 
 
 def timeline_html(entry: Mapping[str, Any], ep: Mapping[str, Any]) -> str:

@@ -5,11 +5,18 @@ then the answer is phrased from the matched entries alone; a question no entry m
 fallback channel, which speaks from ``behaviour`` (the plain-language description of gold's
 behaviour). The simulator never sees gold's code, the calls or the evaluation.
 
+Two holders answer, each from its own entries (``LedgerEntry.holder``): the *requirement* holder
+(omissions, contradictions) and the *knowledge* holder (what injected jargon means). ``ask_user``
+goes to the holder of each matched entry; ``ask_selector`` to the holder the Solver names (both
+when it names none), so options that mix requirement facts with domain knowledge can be settled
+one source at a time, as the paper's protocol lets a Solver do.
+
 * :class:`LedgerSimulator` (``--plsql-simulator=ledger``, the default): deterministic keyword
   matching, no model. The answer is the matched entries' ``answer`` text verbatim.
 * :class:`ModelSimulator` (``--plsql-simulator=model --plsql-simulator-model=MODEL``): one fixed
-  model for every Solver (the paper uses DeepSeek V4 Flash). Step 1 asks it which entry ids the
-  question is about (JSON list); step 2 asks it to phrase an answer from those entries only.
+  model for every Solver (the paper uses DeepSeek V4 Flash). Step 1 routes: it asks which entry
+  ids (listed with their holder) the question is about (JSON list); step 2 has each holder whose
+  entries matched phrase its own answer from those entries only, one request per holder.
 """
 
 from __future__ import annotations
@@ -19,7 +26,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
 
-from ..spec import LedgerEntry
+from ..spec import HOLDERS, LedgerEntry
 
 _WORD = re.compile(r"[a-z0-9_]+")
 STOP = frozenset(
@@ -103,17 +110,23 @@ class Simulator:
     def ask_user(self, question: str) -> Reply:
         raise NotImplementedError
 
-    def ask_selector(self, question: str, options: Sequence[str]) -> Reply:
+    def ask_selector(self, question: str, options: Sequence[str], holder: str | None = None) -> Reply:
         raise NotImplementedError
 
     # shared by both kinds
+    def entries_of(self, holder: str | None) -> tuple[LedgerEntry, ...]:
+        """The entries ``holder`` keeps (every entry for ``None``)."""
+        if holder is not None and holder not in HOLDERS:
+            raise ValueError(f"unknown holder {holder!r}; the holders are {', '.join(HOLDERS)}")
+        return self.ledger if holder is None else tuple(e for e in self.ledger if e.holder == holder)
+
     @staticmethod
     def too_broad(question: str, options: Sequence[str] = ()) -> bool:
         """More content words than one question holds (options: as many again, all together)."""
         return len(words(question)) > MAX_QUESTION_WORDS or len(words(" ".join(options))) > MAX_QUESTION_WORDS
 
-    def matched(self, question: str) -> list[LedgerEntry]:
-        scored = [(score(question, e), n, e) for n, e in enumerate(self.ledger)]
+    def matched(self, question: str, holder: str | None = None) -> list[LedgerEntry]:
+        scored = [(score(question, e), n, e) for n, e in enumerate(self.entries_of(holder))]
         return [e for s, _, e in sorted(scored, key=lambda t: (-t[0], t[1])) if s >= MATCH_THRESHOLD][:MAX_ENTRIES]
 
     def fallback_sentences(self, question: str, limit: int = 2) -> str:
@@ -138,10 +151,10 @@ class LedgerSimulator(Simulator):
             return Reply(self.fallback_sentences(question), fallback=True)
         return Reply("\n\n".join(e.answer.strip() for e in entries), revealed=[e.id for e in entries])
 
-    def ask_selector(self, question: str, options: Sequence[str]) -> Reply:
+    def ask_selector(self, question: str, options: Sequence[str], holder: str | None = None) -> Reply:
         if self.too_broad(question, options):
             return Reply(f"{SELECTOR_NONE}: {TOO_BROAD}", fallback=True, index=SELECTOR_NONE)
-        entries = self.matched(" ".join([question, *options]))
+        entries = self.matched(" ".join([question, *options]), holder)
         if not entries:
             return Reply(f"{SELECTOR_NONE}: none of the options is confirmed", fallback=True, index=SELECTOR_NONE)
         facts = terms(" ".join(e.answer for e in entries))
@@ -155,7 +168,7 @@ class LedgerSimulator(Simulator):
 
 Complete = Callable[[list[dict[str, str]]], tuple[str, Mapping[str, Any]]]
 
-MATCH_PROMPT = """You route a developer's question to the facts a user knows. Facts (id: what it is about):
+MATCH_PROMPT = """You route a developer's question to the facts a user knows. Facts (id [holder]: what it is about):
 {keys}
 
 Question: {question}
@@ -168,6 +181,12 @@ Facts:
 {facts}
 
 Question: {question}"""
+#: What each holder knows, said before its facts (the phrasing request of that holder).
+HOLDER_ROLE = {
+    "requirement": "You speak for the details of the request itself: what it left out and how its "
+                   "contradictions resolve.",
+    "knowledge": "You speak for the domain knowledge behind the request: what its terms and conventions mean.",
+}
 
 SELECT_PROMPT = """You are the user who asked for a stored procedure. Using ONLY these facts:
 {facts}
@@ -198,15 +217,18 @@ class ModelSimulator(Simulator):
         usage["requests"] = usage.get("requests", 0) + 1
         return text
 
-    def _match(self, question: str, usage: dict[str, Any]) -> list[LedgerEntry]:
-        keys = "\n".join(f"{e.id}: {e.key}" for e in self.ledger)
+    def _match(self, question: str, usage: dict[str, Any], holder: str | None = None) -> list[LedgerEntry]:
+        entries = self.entries_of(holder)
+        if not entries:
+            return []
+        keys = "\n".join(f"{e.id} [{e.holder}]: {e.key}" for e in entries)
         text = self._ask(MATCH_PROMPT.format(keys=keys, question=question), usage)
         found = re.search(r"\[.*?\]", text, re.S)
         try:
             ids = json.loads(found.group(0)) if found else []
         except json.JSONDecodeError:
             ids = re.findall(r"\b[A-Z]+\d+\b", found.group(0) if found else "")
-        by_id = {e.id: e for e in self.ledger}
+        by_id = {e.id: e for e in entries}
         chosen = [by_id[i] for i in dict.fromkeys(str(i) for i in ids if isinstance(i, (str, int))) if i in by_id]
         return chosen[:MAX_ENTRIES]
 
@@ -216,9 +238,15 @@ class ModelSimulator(Simulator):
             return Reply(TOO_BROAD, fallback=True, usage=usage)
         entries = self._match(question, usage)
         if entries:
-            facts = "\n".join(f"- {e.answer.strip()}" for e in entries)
-            text = self._ask(PHRASE_PROMPT.format(facts=facts, question=question), usage)
-            return Reply(text.strip() or NO_ANSWER, revealed=[e.id for e in entries], usage=usage)
+            answers = []
+            for holder in HOLDERS:  # each holder phrases from its own matched entries only
+                own = [e for e in entries if e.holder == holder]
+                if own:
+                    facts = "\n".join(f"- {e.answer.strip()}" for e in own)
+                    prompt = f"{HOLDER_ROLE[holder]}\n" + PHRASE_PROMPT.format(facts=facts, question=question)
+                    answers.append(self._ask(prompt, usage).strip())
+            text = "\n\n".join(a for a in answers if a)
+            return Reply(text or NO_ANSWER, revealed=[e.id for e in entries], usage=usage)
         # The fallback speaks from what the ledger simulator's would: the behaviour sentences
         # nearest the question, not the whole description (one "describe everything" question
         # would otherwise have the model retell all of it).
@@ -228,14 +256,18 @@ class ModelSimulator(Simulator):
         text = self._ask(PHRASE_PROMPT.format(facts=facts, question=question), usage)
         return Reply(text.strip() or NO_ANSWER, fallback=True, usage=usage)
 
-    def ask_selector(self, question: str, options: Sequence[str]) -> Reply:
+    def ask_selector(self, question: str, options: Sequence[str], holder: str | None = None) -> Reply:
         usage: dict[str, Any] = {}
         if self.too_broad(question, options):
             return Reply(f"{SELECTOR_NONE}: {TOO_BROAD}", fallback=True, index=SELECTOR_NONE, usage=usage)
-        entries = self._match(" ".join([question, *options]), usage)
+        entries = self._match(" ".join([question, *options]), usage, holder)
+        if holder is not None and not entries:  # a named holder answers from its own ledger only
+            return Reply(f"{SELECTOR_NONE}: none of the options is confirmed", fallback=True, index=SELECTOR_NONE,
+                         usage=usage)
         facts = "\n".join(f"- {e.answer.strip()}" for e in entries) or self.fallback_sentences(" ".join([question, *options]))
         listing = "\n".join(f"{n}. {o}" for n, o in enumerate(options))
-        text = self._ask(SELECT_PROMPT.format(facts=facts, question=question, options=listing), usage)
+        role = f"{HOLDER_ROLE[holder]}\n" if holder is not None else ""
+        text = self._ask(role + SELECT_PROMPT.format(facts=facts, question=question, options=listing), usage)
         found = re.search(r"-?\d+", text)
         index = int(found.group(0)) if found else SELECTOR_NONE
         if not 0 <= index < len(options):

@@ -23,6 +23,7 @@ from ...dialects.base import Backend
 from ...tasks import Task
 from ..describe import Table, describe, tables_of
 from ..judge import access_for
+from ..spec import HOLDERS
 
 OUTPUT_LIMIT = 4000
 SAMPLE_DEFAULT = 5
@@ -56,8 +57,10 @@ SCHEMA: tuple[dict[str, Any], ...] = (
     _fn("reset_scratch", "Restore the scratch copy to the task's initial state."),
     _fn("ask_user", "Ask the user a question about the requirement.", {"question": _STR}, ["question"]),
     _fn("ask_selector", "Ask the user which of several interpretations is meant; returns the 0-based index of "
-        "the option the user confirms, or -1.",
-        {"question": _STR, "options": {"type": "array", "items": _STR}}, ["question", "options"]),
+        "the option the user confirms, or -1. 'holder' chooses who answers: 'requirement' (what the request "
+        "left out or contradicts) or 'knowledge' (what its domain terms mean); without it, both.",
+        {"question": _STR, "options": {"type": "array", "items": _STR},
+         "holder": {**_STR, "enum": list(HOLDERS)}}, ["question", "options"]),
     _fn("submit", "Submit the final stored procedure (CREATE OR REPLACE PROCEDURE ...). Ends the episode; "
         "there is no feedback.", {"answer": _STR}, ["answer"]),
 )
@@ -113,6 +116,8 @@ def check(name: str, args: Mapping[str, Any]) -> None:
         if want is None:
             raise Malformed(f"{name} has no argument {key!r}")
         kind = want["type"]
+        if "enum" in want and value not in want["enum"]:
+            raise Malformed(f"{name}: argument {key!r} must be one of {', '.join(want['enum'])}")
         ok = (isinstance(value, str) and bool(value.strip()) if kind == "string" else
               isinstance(value, int) and not isinstance(value, bool) if kind == "integer" else
               isinstance(value, list) and len(value) >= 2 and all(isinstance(v, str) for v in value))

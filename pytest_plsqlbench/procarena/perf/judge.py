@@ -84,7 +84,7 @@ class PerfJudge(Judge):
         return Execution()
 
     def _gate(self, ctx: JudgeContext, spec: Any, answer: str) -> dict[str, Any]:
-        from ..judge import CallResult, CallSuiteJudge, _gold_key, _same_raise, access_for
+        from ..judge import CallResult, CallSuiteJudge, _gold_key, access_for, call_problem
 
         access = access_for(ctx.backend, ctx.task)
         access.prepare()
@@ -121,8 +121,8 @@ class PerfJudge(Judge):
             calls = [t for t in ctx.task.turns[0].tests if t.kind != KIND]
             for n, (test, want) in enumerate(zip(calls, gold.calls), 1):
                 done = session.run(test.script or "", isolated=False, phase="test")
-                got = CallResult(done.error, access.snapshot())
-                problem = _same_raise(want, got)
+                got = CallResult.of(done, access.snapshot())
+                problem = call_problem(want, got)
                 diffs = st.diff(want.state, got.state)
                 if problem is None and not diffs:
                     continue
