@@ -56,6 +56,16 @@ def gold_prints(gold: str) -> str | None:
             "a requirement that follows gold asks for behaviour no call can check")
 
 
+def spec_problems(spec) -> list[str]:  # noqa: ANN001 - ProcSpec
+    """Hollow-task problems of a task file visible without a database (printed output)."""
+    texts = [("requirement", spec.requirement), *((f"material {m.file}", m.text) for m in spec.materials)]
+    if spec.interactive is not None:
+        texts.append(("interactive requirement", spec.interactive.requirement))
+    problems = [f"{name}: {why}" for name, text in texts if (why := output_request(text))]
+    why = gold_prints(spec.gold)
+    return problems + ([why] if why else [])
+
+
 def of_gold_run(run: "GoldRun", rule: str = "procarena") -> str | None:
     """Why gold's run makes the task hollow (``None``: it does not); ``rule`` is the judging mode."""
     if run.error or not run.calls:

@@ -40,22 +40,6 @@ class MutationOptions:
     diffs: bool = True
 
 
-def static_problems(spec) -> list[str]:  # noqa: ANN001 - ProcSpec
-    """Hollow-task problems visible without a database (printed output the judge cannot see)."""
-    problems = []
-    texts = [("requirement", spec.requirement), *((f"material {m.file}", m.text) for m in spec.materials)]
-    if spec.interactive is not None:
-        texts.append(("interactive requirement", spec.interactive.requirement))
-    for name, text in texts:
-        why = hollow.output_request(text)
-        if why:
-            problems.append(f"{spec.id}: hollow task: {name}: {why}")
-    why = hollow.gold_prints(spec.gold)
-    if why:
-        problems.append(f"{spec.id}: hollow task: {why}")
-    return problems
-
-
 def check_task(backend, task) -> list[str]:  # noqa: ANN001 - Backend, Task
     """Problems of one task (empty: sound)."""
     spec = spec_of(task)
@@ -79,7 +63,7 @@ def check_task(backend, task) -> list[str]:  # noqa: ANN001 - Backend, Task
     why = hollow.of_gold_run(run)
     if why and "changes nothing" not in why:
         problems.append(f"{task.id}: hollow task: {why}")
-    problems += static_problems(spec)
+    problems += [f"{task.id}: hollow task: {why}" for why in hollow.spec_problems(spec)]
     if all(o.passed for o in evaluate(backend, task, hollow.do_nothing(spec.signature, spec.dialect))):
         problems.append(f"{task.id}: hollow task: a procedure that does nothing passes every call")
     for mutant in spec.mutants:
