@@ -262,3 +262,47 @@ def test_sample_quick_mutation_scores(backend: object) -> None:
 
 
 QUICK_FLOOR = 0.80
+
+
+# --------------------------------------------------------------------------- hollow tasks
+def _variant(tmp: Path, **change: object) -> object:
+    manifest = _mini_tree(tmp, strong=True)
+    path = manifest.parent / "mini" / "postgres" / "a1_000.yaml"
+    raw = yaml.safe_load(path.read_text())
+    raw.update(change)
+    path.write_text(yaml.safe_dump(raw, sort_keys=False))
+    return manifest
+
+
+def test_validate_refuses_hollow_tasks(backend: object, tmp_path: Path) -> None:
+    from pytest_plsqlbench.procarena.validate import check_task
+
+    raising = _variant(tmp_path / "r", calls=["CALL move_money(1, 2, 0, DATE '2024-02-01');",
+                                              "CALL move_money(1, 2, -5, DATE '2024-02-02');"])
+    (task,) = load(load_manifest(raising), Settings.of(subsets=("procarena-mini",)))
+    problems = check_task(backend, task)
+    assert any("hollow task: gold raises on every call (call-1: [P0001] amount must be positive" in p for p in problems), problems
+    raw = yaml.safe_load(MINI_TASK.read_text())
+    nothing = raw["gold"].split("BEGIN", 1)[0] + "BEGIN\n  NULL;\nEND $$;\n"
+    (task,) = load(load_manifest(_variant(tmp_path / "n", gold=nothing, mutants=[])), Settings.of(subsets=("procarena-mini",)))
+    problems = check_task(backend, task)
+    assert any("a procedure that does nothing passes every call" in p for p in problems), problems
+    assert any("gold is a no-op" in p for p in problems)
+
+
+def test_printed_output_is_refused_and_the_task_left_out(backend: object, tmp_path: Path,
+                                                         caplog: pytest.LogCaptureFixture) -> None:
+    import logging
+
+    from pytest_plsqlbench.procarena.validate import check_task
+
+    raw = yaml.safe_load(MINI_TASK.read_text())
+    manifest = _variant(tmp_path, requirement=raw["requirement"] + "Finally print the new balance with RAISE NOTICE.\n")
+    with caplog.at_level(logging.INFO, logger="pytest_plsqlbench.progress"):
+        assert load(load_manifest(manifest), Settings.of(subsets=("procarena-mini",))) == []
+    assert "1 of 1 task(s) left out as hollow tasks" in caplog.text and "asks for printed output ('print')" in caplog.text
+    from pytest_plsqlbench.procarena import hollow
+
+    assert hollow.output_request("Print the total.") and hollow.output_request("shows a notice with the count")
+    assert hollow.output_request("Update display_name and the totals.") is None
+    assert hollow.gold_prints("BEGIN DBMS_OUTPUT.PUT_LINE('x'); END;") and not hollow.gold_prints(raw["gold"])
