@@ -306,3 +306,59 @@ def test_printed_output_is_refused_and_the_task_left_out(backend: object, tmp_pa
     assert hollow.output_request("Print the total.") and hollow.output_request("shows a notice with the count")
     assert hollow.output_request("Update display_name and the totals.") is None
     assert hollow.gold_prints("BEGIN DBMS_OUTPUT.PUT_LINE('x'); END;") and not hollow.gold_prints(raw["gold"])
+
+
+# --------------------------------------------------------------------------- Oracle (stand-in)
+def test_oracle_mutation_run_on_a_stand_in(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The run on an Oracle task: mutants of the PL/SQL gold go through ``judge.evaluate`` (here a
+    stand-in answering as the Oracle judge words its outcomes): a mutant that compiles with errors is
+    stillborn, one whose calls all pass survives, a failing call kills."""
+    from pytest_plsqlbench import outcomes
+    from pytest_plsqlbench.outcomes import TestOutcome
+    from pytest_plsqlbench.procarena import judge
+
+    tasks = load(load_manifest(REPO / "tasks" / "procarena-sample.yaml"),
+                 Settings.of(subsets=("procarena-sample",), dialect="oracle"))
+    task = next(t for t in tasks if t.id == "oracle_a3_000")
+    spec = spec_of(task)
+    seen: list[str] = []
+
+    def stand_in(backend: object, task_: object, code: str) -> list[TestOutcome]:
+        seen.append(code)
+        n = len(task.turns[0].tests)
+        if "NULL;" in code:
+            return [TestOutcome(1, f"call-{k}", False, outcomes.INVALID_ARTIFACT,
+                                "the answer failed to install: [ORA-24344] success with compilation error") for k in range(1, n + 1)]
+        if " >= " in code and " >= " not in spec.gold:
+            return [TestOutcome(1, f"call-{k}", True) for k in range(1, n + 1)]
+        return [TestOutcome(1, "call-1", True), *(TestOutcome(1, f"call-{k}", False, outcomes.WRONG_OUTPUT, "table differs")
+                                                  for k in range(2, n + 1))]
+
+    monkeypatch.setattr(judge, "evaluate", stand_in)
+    mutants = mt.generate(spec.gold, "oracle")
+    eq = mutants[0].id
+    score = mt.score_task(object(), task, spec.gold, {eq: "stand-in"})
+    assert len(seen) == len(mutants) - 1, "the equivalent mutant is not run"
+    assert score.count("stillborn") == sum(1 for m in mutants if "NULL;" in m.code and m.id != eq) > 0
+    assert score.count("survived") == sum(1 for m in mutants if "NULL;" not in m.code and " >= " in m.code and m.id != eq)
+    assert all(c.rstrip().endswith("/") for c in seen), "Oracle mutants keep the script's terminator"
+    assert all(c.split(" IS", 1)[0] == spec.gold.split(" IS", 1)[0] for c in seen), "the header is never mutated"
+
+
+@pytest.mark.skipif(not __import__("os").environ.get("PLSQL_ORACLE_DSN"), reason="no Oracle reachable: set PLSQL_ORACLE_DSN")
+def test_oracle_sample_quick_mutation_scores_live() -> None:
+    import os
+
+    from pytest_plsqlbench.runner import open_backend
+
+    settings = Settings.of(subsets=("procarena-sample",), dialect="oracle", db="dsn", dsn=os.environ["PLSQL_ORACLE_DSN"])
+    tasks = load(load_manifest(REPO / "tasks" / "procarena-sample.yaml"), settings)
+    killed = counted = 0
+    with open_backend(settings, "mutants") as backend:
+        for task in tasks:
+            spec = spec_of(task)
+            score = mt.score_task(backend, task, spec.gold, dict(spec.equivalent), limit=QUICK)
+            assert not score.stale, f"{task.id}: stale equivalent marks {score.stale}"
+            killed += score.count("killed")
+            counted += score.counted
+    assert counted and killed / counted >= QUICK_FLOOR
