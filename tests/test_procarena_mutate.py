@@ -261,7 +261,8 @@ def test_sample_quick_mutation_scores(backend: object) -> None:
     assert killed / counted >= QUICK_FLOOR, f"sample quick mutation score {killed / counted:.1%} fell below {QUICK_FLOOR:.0%}"
 
 
-QUICK_FLOOR = 0.80
+#: Measured 87.8 % (395 of 450) when set; the issue's goal, >= 95 % per task in the full run, is not reached yet.
+QUICK_FLOOR = 0.86
 
 
 # --------------------------------------------------------------------------- hollow tasks
