@@ -51,7 +51,7 @@ END $$;"""
 RECORDS = [
     {"text": "Sell p_qty of toy p_toy: lower its stock and record the sale with the next sale id; "
              "refuse when stock is short.", "plsql": SELL,
-     "call": ["call sell_toy(1, 2);", "call sell_toy(3, 1);", "call sell_toy(3, 1);", "call sell_toy(2, 1);"], "database": "toy_store",
+     "call": ["call sell_toy(1, 2);", "call sell_toy(3, 1);", "call sell_toy(3, 1);", "call sell_toy(1, 2);"], "database": "toy_store",
      "table": ["toys", "sales"]},
     {"text": "Discount every toy in stock by p_pct percent.", "plsql": DISCOUNT,
      "call": ["call discount(10);", "call discount(50);"], "database": "toy_store", "table": "toys"},
@@ -132,6 +132,87 @@ def test_plforge_wrong_procedure_fails(data: tuple[Path, Path], tmp_path: Path) 
          f"--plsql-answers={answers}", "-n", "0", "-q", "--tb=short"],
         cwd=tmp_path, capture_output=True, text=True, timeout=600,
     )
-    # the boundary call (stock 1, quantity 1) and the state after it
+    # the boundary calls (stock 1, quantity 1; stock 2, quantity 2): PLForge's rule, any exception fails
     assert "2 failed, 2 passed" in proc.stdout, proc.stdout[-3000:] + proc.stderr[-2000:]
-    assert "table toy_store.toys differs" in proc.stdout
+    assert "the call raised (PLForge: any exception fails)" in proc.stdout
+
+
+# --------------------------------------------------------------------------- PLForge as PLForge meant (issue 32)
+# Records written here in PLForge's format: the gold quotes Spider's mixed-case names, and the
+# record's own ``schema`` field names them; the release's DDL folds them (TOYS, "TOY_ID").
+RESTOCK = """CREATE OR REPLACE PROCEDURE restock(p_toy integer, p_n integer)
+LANGUAGE plpgsql AS $$
+BEGIN
+  IF p_n <= 0 THEN
+    RAISE EXCEPTION 'nothing to restock';
+  END IF;
+  UPDATE "Toys" SET "Stock" = "Stock" + p_n WHERE "Toy_ID" = p_toy;
+  INSERT INTO "Sales" ("Sale_ID", "Toy_ID", "Qty") SELECT COALESCE(MAX("Sale_ID"), 0) + 1, p_toy, -p_n FROM "Sales";
+END $$;"""
+MIXED_SCHEMA = {"Toys": {"columns": ["Toy_ID", "Name", "Price", "Stock"]}, "Sales": {"columns": ["Sale_ID", "Toy_ID", "Qty"]}}
+MIXED = [
+    {"text": "Restock toy p_toy by p_n units and log it as a negative sale.", "plsql": RESTOCK,
+     "call": ["call restock(2, 5);", "call restock(1, 1);"], "database": "toy_store", "table": ["Toys", "Sales"],
+     "schema": MIXED_SCHEMA, "id": "mixed_restock"},
+    {"text": "Restock, but every call is refused.", "plsql": RESTOCK, "call": ["call restock(2, 0);"],
+     "database": "toy_store", "table": ["Toys"], "schema": MIXED_SCHEMA, "id": "gold_always_raises"},
+    {"text": "Do nothing useful.", "plsql": RESTOCK.replace('WHERE "Toy_ID" = p_toy', 'WHERE "Toy_ID" = -p_toy')
+     .replace("INSERT INTO", "-- INSERT INTO"), "call": ["call restock(2, 5);"], "database": "toy_store",
+     "table": ["Toys"], "schema": MIXED_SCHEMA, "id": "gold_changes_nothing"},
+    {"text": "Restock toy p_toy and print the new stock with RAISE NOTICE.", "plsql": RESTOCK,
+     "call": ["call restock(2, 5);"], "database": "toy_store", "table": ["Toys"], "id": "prints"},
+]
+
+
+def _run(tmp_path: Path, release: Path, records: Path, *extra: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--subset", "plforge", f"--plsql-data={release}",
+         f"--plsql-source=plforge={records}", f"--plsql-data-cache={tmp_path / 'cache'}", "-n", "0", "-q", "-rs",
+         *extra],
+        cwd=tmp_path, capture_output=True, text=True, timeout=600,
+    )
+
+
+def test_mixed_case_names_the_gold_quotes_are_kept(tmp_path: Path) -> None:
+    release = write_release(tmp_path / "release")
+    records = tmp_path / "records.json"
+    records.write_text(json.dumps(MIXED))
+    settings = Settings.of(subsets=("plforge",), data=release, sources={"plforge": records}, data_cache=tmp_path / "cache")
+    tasks = load(discover()["plforge"], settings)
+    assert [t.id for t in tasks] == ["mixed_restock", "gold_always_raises", "gold_changes_nothing"], "printing record left out"
+    script = tasks[0].fixtures[0].script
+    assert 'ALTER TABLE toy_store.toys RENAME TO "Toys";' in script
+    assert 'ALTER TABLE toy_store.toys RENAME COLUMN toy_id TO "Toy_ID";' in script
+    assert 'ALTER TABLE toy_store.sales RENAME COLUMN toy_id TO "Toy_ID";' in script
+    assert '"Toys"' in tasks[0].turns[0].prompt, "the prompt tells the model the names to quote"
+    assert tasks[0].metadata["judging"] == "plforge"
+
+
+def test_gold_runs_on_mixed_case_and_hollow_records_are_left_out(tmp_path: Path) -> None:
+    release = write_release(tmp_path / "release")
+    records = tmp_path / "records.json"
+    records.write_text(json.dumps(MIXED))
+    out = tmp_path / "results.json"
+    proc = _run(tmp_path, release, records, "--plsql-model=reference", f"--plsql-results={out}")
+    doc = json.loads(out.read_text())
+    by_id = {t["task_id"]: t for t in doc["tasks"]}
+    assert all(t["passed"] for t in by_id["mixed_restock"]["tests"]), proc.stdout[-3000:]
+    for hollow_id, why in (("gold_always_raises", "gold raises on every call"),
+                           ("gold_changes_nothing", "does nothing passes every call")):
+        tests = by_id[hollow_id]["tests"]
+        assert tests and all(not t["passed"] and t["failure_class"] == "infrastructure" for t in tests)
+        assert all(why in t["message"] and t["extra"].get("reference_failed") for t in tests), tests
+    assert "prints" not in by_id
+    assert "1 of 4 record(s) left out as hollow tasks" in proc.stdout + proc.stderr
+
+
+def test_a_procedure_that_does_nothing_fails_a_mixed_case_record(tmp_path: Path) -> None:
+    release = write_release(tmp_path / "release")
+    records = tmp_path / "records.json"
+    records.write_text(json.dumps(MIXED[:1]))
+    answers = tmp_path / "answers.jsonl"
+    nothing = "CREATE OR REPLACE PROCEDURE restock(p_toy integer, p_n integer) LANGUAGE plpgsql AS $$ BEGIN NULL; END $$;"
+    answers.write_text(json.dumps({"task_id": "mixed_restock", "subset": "plforge", "answer": nothing}) + "\n")
+    proc = _run(tmp_path, release, records, f"--plsql-answers={answers}", "--tb=short")
+    assert "1 failed, 1 passed" in proc.stdout, proc.stdout[-3000:] + proc.stderr[-2000:]
+    assert "the final state differs" in proc.stdout

@@ -82,6 +82,16 @@ def register(subparsers: Any) -> None:
     val.add_argument("--plsql-timeout", type=float, default=10.0, help="seconds per statement")
     val.add_argument("--jobs", type=int, default=1, help="backends validating in parallel (default 1)")
     val.add_argument("--show", type=int, default=20, help="failures to list (default 20)")
+    val.add_argument("--mutants", action="store_true",
+                     help="ProcArena subsets: also run the standard mutants of each gold procedure through the call "
+                     "suite and report each task's mutation score and survivors (docs/procarena.md)")
+    val.add_argument("--mutants-limit", type=int, metavar="N",
+                     help="quick mode: at most N mutants per task, spread over the operators (default: all)")
+    val.add_argument("--mutants-min", type=float, default=0.95, metavar="SCORE",
+                     help="mutation score each task must reach, 0-1 (default 0.95)")
+    val.add_argument("--mutants-operators", metavar="LIST",
+                     help="comma-separated operators to use (default: all; see docs/procarena.md)")
+    val.add_argument("--no-diffs", action="store_true", help="list survivors by id only, without their diffs")
     val.set_defaults(func=run_validate)
 
 
@@ -144,6 +154,8 @@ def run_validate(args: argparse.Namespace) -> int:
 
     if args.subset:
         return _validate_subset(args)
+    if args.mutants:
+        raise UsageError("--mutants checks a ProcArena subset: give --subset NAME (e.g. procarena-sample)")
     if args.file is None:
         raise UsageError("plsqlbench validate needs FILE (from plsqlbench convert) or --subset NAME")
     tasks = read_tasks(args.file)
@@ -169,6 +181,30 @@ def run_validate(args: argparse.Namespace) -> int:
     return 0 if report.ok else 1
 
 
+def _mutation_options(args: argparse.Namespace):  # noqa: ANN202 - MutationOptions | None
+    """``--mutants`` and its settings, checked (one clear message for a bad value)."""
+    from ..procarena.mutate import OPERATORS
+    from ..procarena.validate import MutationOptions
+
+    given = args.mutants_limit is not None or args.mutants_operators or args.no_diffs or args.mutants_min != 0.95
+    if not args.mutants:
+        if given:
+            raise UsageError("--mutants-limit, --mutants-min, --mutants-operators and --no-diffs need --mutants")
+        return None
+    if args.mutants_limit is not None and args.mutants_limit < 1:
+        raise UsageError(f"--mutants-limit must be a positive number of mutants, not {args.mutants_limit}")
+    if not 0 <= args.mutants_min <= 1:
+        raise UsageError(f"--mutants-min is a score between 0 and 1, not {args.mutants_min:g}")
+    operators = OPERATORS
+    if args.mutants_operators:
+        operators = tuple(o.strip() for o in args.mutants_operators.split(",") if o.strip())
+        unknown = [o for o in operators if o not in OPERATORS]
+        if unknown or not operators:
+            raise UsageError(f"--mutants-operators: unknown operator(s) {unknown}; known: {', '.join(OPERATORS)}")
+    return MutationOptions(threshold=args.mutants_min, limit=args.mutants_limit, operators=operators,
+                           diffs=not args.no_diffs)
+
+
 def _validate_subset(args: argparse.Namespace) -> int:
     """Gold-SQL check of a schema-grounded subset (``validate --subset spider``)."""
     from ..spider.validate import validate_subset
@@ -188,7 +224,9 @@ def _validate_subset(args: argparse.Namespace) -> int:
     if args.subset in known and known[args.subset].loader == "procarena":
         from ..procarena.validate import validate_subset as validate_procarena
 
-        lines, ok = validate_procarena(known[args.subset], settings)
+        lines, ok = validate_procarena(known[args.subset], settings, _mutation_options(args))
+    elif args.mutants:
+        raise UsageError(f"--mutants checks ProcArena subsets (their gold procedures); {args.subset!r} is not one")
     else:
         lines, ok = validate_subset(settings, args.subset)
     print("\n".join(lines))

@@ -30,6 +30,7 @@ from ..judges import Judge, JudgeContext
 from ..outcomes import TestOutcome
 from ..tasks import Task, UnitTest
 from . import failure_types as ft
+from . import hollow
 from . import state as st
 
 log = logging.getLogger(__name__)
@@ -364,6 +365,10 @@ class CallSuiteJudge(Judge):
         if state.gold.error:
             ctx.reference_error = state.gold.error
             return
+        hollow_why = hollow.of_gold_run(state.gold, judging(ctx.task))
+        if hollow_why:  # the calls judge nothing: left out as the benchmark's failure, and counted
+            ctx.reference_error = f"hollow task: {hollow_why}"
+            return
         for turn, test in tests:
             n = int(test.options["call"])
             if n <= len(state.gold.calls):
@@ -443,6 +448,8 @@ class CallSuiteJudge(Judge):
             out = TestOutcome(turn, test.id, False, outcomes.INVALID_ARTIFACT, state.install_problem)
             out.extra["failure_type"] = ft.CONTRACT
             return out
+        if judging(ctx.task) == "plforge":
+            return self._judge_plforge(ctx, turn, test, gold, cand)
         raise_problem = call_problem(gold, cand)
         diffs = st.diff(gold.state, cand.state)
         if raise_problem is None and not diffs:
@@ -462,6 +469,27 @@ class CallSuiteJudge(Judge):
         out.extra["differing_tables"] = st.differing_tables(gold.state, cand.state)
         return out
 
+    def _judge_plforge(self, ctx: JudgeContext, turn: int, test: UnitTest, gold: CallResult,
+                       cand: CallResult) -> TestOutcome:
+        """PLForge's rule: any exception fails; only the final state (every user table) is compared."""
+        if cand.error is not None:
+            cls = cand.error.failure_class if cand.error.failure_class not in outcomes.EXCLUDED else outcomes.WRONG_OUTPUT
+            out = TestOutcome(turn, test.id, False, cls, f"the call raised (PLForge: any exception fails): "
+                              f"{cand.error.short()}", error_code=cand.error.code)
+            out.extra["failure_type"] = ft.of_call(
+                candidate_error=(cand.error.code, cand.error.failure_class, cand.error.message), gold_raised=None,
+                candidate=self._state(ctx).answer, gold=ctx.task.turns[0].reference or "")
+            return out
+        last = max(int(t.options["call"]) for t in ctx.task.turns[0].tests if t.kind == KIND)
+        diffs = st.diff(gold.state, cand.state) if int(test.options["call"]) == last else []
+        if not diffs:
+            return TestOutcome(turn, test.id, True)
+        out = TestOutcome(turn, test.id, False, outcomes.WRONG_OUTPUT, "\n".join(["the final state differs", *diffs]))
+        out.extra["failure_type"] = ft.of_call(candidate_error=None, gold_raised=None, candidate=self._state(ctx).answer,
+                                               gold=ctx.task.turns[0].reference or "")
+        out.extra["differing_tables"] = st.differing_tables(gold.state, cand.state)
+        return out
+
     def finish(self, ctx: JudgeContext) -> None:
         ref, state = self._by_ctx.pop(id(ctx), (None, None))
         if state is None or ref is None or ref() is not ctx:
@@ -470,6 +498,15 @@ class CallSuiteJudge(Judge):
             state.access.restore()
         finally:
             state.access.release()
+
+
+#: Judging modes: ProcArena's (after each call the states and the raised error code must match) and
+#: PLForge's (any exception fails; the final state is compared). Task metadata ``judging`` picks one.
+JUDGING = ("procarena", "plforge")
+
+
+def judging(task: Task) -> str:
+    return str(task.metadata.get("judging") or "procarena")
 
 
 def judges() -> list[Judge]:

@@ -19,6 +19,7 @@ callable components. Metadata: scenario, category, database, dialect, procedure,
 from __future__ import annotations
 
 import hashlib
+import logging
 from pathlib import Path
 
 import pytest
@@ -30,12 +31,15 @@ from ..settings import Settings
 from ..tasks import Fixture, Task, Turn, UnitTest
 from . import JUDGE, SCENARIO_NAMES
 from .describe import describe_fixture
+from .hollow import spec_problems
 from .prompt import render
 from .spec import ProcSpec, SpecError, read
 
 KIND = "procarena-state"  # the call-suite judge's kind (procarena.judge.CallSuiteJudge)
 
 LOADER = "procarena"
+#: What loading left out and why: shown on the terminal by :mod:`..loading`.
+progress = logging.getLogger("pytest_plsqlbench.progress")
 
 
 def _digest(text: str) -> str:
@@ -131,9 +135,15 @@ def load(manifest: Manifest, settings: Settings) -> list[Task]:
     mode = str(manifest.options.get("mode") or "direct")
     if mode not in ("direct", "interactive"):
         raise UsageError(f"{manifest.path}: options.mode must be 'direct' or 'interactive', not {mode!r}")
-    for spec in load_specs(manifest, settings.database.dialect):
+    left_out: list[str] = []
+    specs = load_specs(manifest, settings.database.dialect)
+    for spec in specs:
         if mode == "interactive" and spec.interactive is None:
             continue  # B2, and any task without an Interactive form (docs/procarena-interactive.md)
+        hollow_why = spec_problems(spec)
+        if hollow_why:  # part of the task no call can judge: left out, and counted (plsqlbench validate says why)
+            left_out.append(f"{spec.id}: {hollow_why[0]}")
+            continue
         if spec.database not in fixtures:
             fixtures[spec.database] = database_fixture(spec, search)
         if mode == "interactive":
@@ -142,6 +152,9 @@ def load(manifest: Manifest, settings: Settings) -> list[Task]:
             tasks.append(build_interactive_task(spec, manifest.name, fixtures[spec.database], build_task))
         else:
             tasks.append(build_task(spec, manifest.name, fixtures[spec.database]))
+    if left_out:
+        progress.info("plsqlbench: %s: %d of %d task(s) left out as hollow tasks:\n  %s", manifest.name,
+                      len(left_out), len(specs), "\n  ".join(left_out))
     return tasks
 
 

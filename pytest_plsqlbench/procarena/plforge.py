@@ -23,7 +23,9 @@ with the reason, as the ``spider`` subset does.
 
 from __future__ import annotations
 
+import hashlib
 import json
+import logging
 import re
 from pathlib import Path
 from typing import Any
@@ -37,10 +39,14 @@ from ..settings import Settings
 from ..tasks import Fixture, Task, Turn, UnitTest
 from . import JUDGE
 from .describe import describe_fixture
+from .hollow import gold_prints, output_request
+from .judge import JUDGING
 from .loader import KIND
 from .prompt import render
 
 LOADER = "plforge"
+#: What loading left out and why: shown on the terminal by :mod:`..loading`.
+progress = logging.getLogger("pytest_plsqlbench.progress")
 _PROC = re.compile(r"\bPROCEDURE\s+(?:\"?\w+\"?\.)?\"?(\w+)\"?", re.I)
 
 
@@ -101,6 +107,62 @@ def _signature(gold: str, procedure: str) -> str:
     return procedure
 
 
+def _quoted(gold: str, dialect: str) -> set[str]:
+    """The identifiers gold writes in double quotes, as written (``"Pigs"`` -> ``Pigs``)."""
+    from .mutate import MutationError, lex
+
+    try:
+        return {t.text[1:-1].replace('""', '"') for t in lex(gold, dialect) if t.kind == "qword" and len(t.text) > 2}
+    except MutationError:
+        return set(re.findall(r'"([^"\n]+)"', gold))
+
+
+def _named(schema: Any) -> set[str]:
+    """Every name the record's ``schema`` field mentions (keys, strings, quoted names in DDL text)."""
+    out: set[str] = set()
+    if isinstance(schema, dict):
+        for key, value in schema.items():
+            out.add(str(key))
+            out |= _named(value)
+    elif isinstance(schema, list):
+        for value in schema:
+            out |= _named(value)
+    elif isinstance(schema, str):
+        out.add(schema.strip())
+        out |= set(re.findall(r'"([^"\n]+)"', schema))
+        out |= set(re.findall(r"[A-Za-z_][A-Za-z0-9_]*", schema))
+    return out
+
+
+def case_renames(script: str, schema: str, records: list[dict[str, Any]], dialect: str) -> list[str]:
+    """``ALTER ... RENAME`` statements giving the built PostgreSQL schema the mixed-case names the
+    records' gold quotes (and their ``schema`` field names, when they have one): the port folds
+    ``"Pigs"`` to ``pigs``, PLForge's database keeps Spider's spelling. One spelling per name for
+    all records of a database (PLForge's database has one); names no record quotes stay folded."""
+    from ..spider.schema import pg_ident
+    from .describe import tables_of
+
+    wanted: dict[str, str] = {}
+    for rec in records:
+        named = _named(rec.get("schema")) if rec.get("schema") else None
+        for name in _quoted(str(rec.get("plsql") or ""), dialect):
+            if name != name.lower() and (named is None or name in named):
+                wanted.setdefault(name.lower(), name)
+    if not wanted:
+        return []
+    out = []
+    qualified = pg_ident(schema) if schema != schema.lower() else schema
+    for table in tables_of(script, "postgres"):
+        bare = table.name.split(".")[-1].strip('"')
+        name = f"{qualified}.{pg_ident(bare) if bare != bare.lower() else bare}"
+        for col in table.columns:
+            if col.name in wanted:
+                out.append(f'ALTER TABLE {name} RENAME COLUMN {col.name} TO "{wanted[col.name]}";')
+        if bare.lower() in wanted:
+            out.append(f'ALTER TABLE {name} RENAME TO "{wanted[bare.lower()]}";')
+    return out
+
+
 def load(manifest: Manifest, settings: Settings) -> list[Task]:
     from ..spider.schema import Catalog, pg_ident
 
@@ -112,10 +174,23 @@ def load(manifest: Manifest, settings: Settings) -> list[Task]:
     root = resolve(spider, settings.data)
     catalog = Catalog.spider(root)
     cache = data_cache_dir(settings.data) if settings.database.dialect == "postgres" else None
+    mode = str(manifest.options.get("judging") or "plforge")
+    if mode not in JUDGING:
+        raise UsageError(f"{manifest.path}: options.judging must be one of {list(JUDGING)}, not {mode!r}")
+    by_db: dict[str, list[dict[str, Any]]] = {}
+    for rec in records:
+        if isinstance(rec, dict) and isinstance(rec.get("database"), str):
+            by_db.setdefault(rec["database"].lower(), []).append(rec)
+    pg_fixtures: dict[str, tuple[Fixture, list[str]]] = {}
     tasks = []
+    left_out: list[str] = []
     seen: set[str] = set()
     for n, rec in enumerate(records, 1):
         text, gold, calls, procedure, tables, task_id = _check(rec, n, path, settings.database.dialect)
+        why = output_request(text) or gold_prints(gold)
+        if why:  # the judge could not see part of what the record asks: left out, and counted
+            left_out.append(f"{task_id}: {why}")
+            continue
         if task_id in seen:
             raise DataError(f"{path} record {n}: id {task_id!r} used twice")
         seen.add(task_id)
@@ -131,14 +206,27 @@ def load(manifest: Manifest, settings: Settings) -> list[Task]:
         else:
             owner = owners[0]
             if settings.database.dialect == "postgres":
-                fixtures = (catalog.postgres_fixture(owner, cache).fixture,)
                 schema = pg_ident(owner).strip('"')
+                if owner not in pg_fixtures:
+                    base = catalog.postgres_fixture(owner, cache).fixture
+                    renames = case_renames(base.script, schema, by_db.get(rec["database"].lower(), []), "postgres")
+                    fixture = base if not renames else Fixture(
+                        key=f"{base.key}:case:{hashlib.sha256(chr(10).join(renames).encode()).hexdigest()[:12]}",
+                        script=base.script + "\n-- names as PLForge's gold quotes them\n" + "\n".join(renames) + "\n",
+                        description=base.description)
+                    pg_fixtures[owner] = (fixture, renames)
+                fixtures = (pg_fixtures[owner][0],)
             else:
                 fixtures = (catalog.oracle_fixture(owner),)
                 schema = owner
             meta["search_path"] = [schema]
             description = describe_fixture(fixtures[0].script, settings.database.dialect)
+            renamed = pg_fixtures.get(owner, (None, []))[1] if settings.database.dialect == "postgres" else []
+            if renamed:
+                description += "\n\nNames in mixed case (write them in double quotes): " + ", ".join(
+                    r.rsplit(" TO ", 1)[1].rstrip(";") for r in renamed)
         meta["schema"] = schema
+        meta["judging"] = mode
         signature = _signature(gold, procedure)
         prompt = render(dialect=settings.database.dialect, requirement=text, database=rec["database"], procedure=procedure,
                         signature=signature, description=description or "(schema not available)", schema=None)
@@ -149,6 +237,9 @@ def load(manifest: Manifest, settings: Settings) -> list[Task]:
             turns=(Turn(1, prompt, tests, reference=gold, source_id=task_id),),
             entry_points=(procedure,), fixtures=fixtures, markers=("procarena", "plforge"), metadata=meta,
         ))
+    if left_out:
+        progress.info("plsqlbench: %s: %d of %d record(s) left out as hollow tasks:\n  %s", manifest.name,
+                      len(left_out), len(records), "\n  ".join(left_out))
     return tasks
 
 

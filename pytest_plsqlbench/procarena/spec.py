@@ -3,7 +3,7 @@
 Parsing is strict: every field is checked and a problem is one :class:`UsageError` naming the
 file and the field, so a content author fixes it without reading a traceback. The visible part
 (requirement, materials, signature) goes to the prompt; the hidden part (gold, calls,
-components, mutants, behaviour, ``b2``, ``interactive``) never does.
+components, mutants, equivalent_mutants, behaviour, ``b2``, ``interactive``) never does.
 """
 
 from __future__ import annotations
@@ -104,6 +104,8 @@ class ProcSpec:
     interactive: InteractiveForm | None = None
     #: Schema holding the task's tables (``database`` for our own tasks; a Spider owner for PLForge).
     schema: str = ""
+    #: Generated mutants (:mod:`.mutate` ids) judged equivalent to gold, each with the reason.
+    equivalent: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def category(self) -> str:
@@ -164,6 +166,25 @@ def _mutants(raw: Any, where: str) -> tuple[Mutant, ...]:
     return tuple(out)
 
 
+def _equivalent(raw: Any, where: str) -> dict[str, str]:
+    """``equivalent_mutants: [{id: <mutant id>, why: <reason>}]`` (a reason is required)."""
+    if raw is None:
+        return {}
+    if not isinstance(raw, list):
+        raise SpecError(f"{where}: field 'equivalent_mutants' must be a list of {{id, why}}")
+    out: dict[str, str] = {}
+    for n, item in enumerate(raw, 1):
+        here = f"{where}: field 'equivalent_mutants' item {n}"
+        if not isinstance(item, dict) or set(item) - {"id", "why"}:
+            raise SpecError(f"{here}: must be a mapping {{id, why}}")
+        if not all(isinstance(item.get(k), str) and item[k].strip() for k in ("id", "why")):
+            raise SpecError(f"{here}: needs a mutant 'id' and the reason it is equivalent ('why')")
+        if item["id"] in out:
+            raise SpecError(f"{here}: mutant {item['id']!r} listed twice")
+        out[item["id"].strip()] = " ".join(item["why"].split())
+    return out
+
+
 def _b2(raw: Any, where: str) -> B2Fields:
     here = f"{where}: field 'b2'"
     if not isinstance(raw, dict):
@@ -218,7 +239,7 @@ def _interactive(raw: Any, where: str) -> InteractiveForm:
 
 KNOWN_FIELDS = frozenset(
     {"id", "scenario", "dialect", "database", "procedure", "signature", "requirement", "materials", "components",
-     "gold", "calls", "behaviour", "mutants", "b2", "interactive"}
+     "gold", "calls", "behaviour", "mutants", "equivalent_mutants", "b2", "interactive"}
 )
 
 
@@ -282,6 +303,7 @@ def parse(raw: Any, path: Path) -> ProcSpec:
         b2=b2,
         interactive=interactive,
         schema=database,
+        equivalent=_equivalent(raw.get("equivalent_mutants"), where),
     )
 
 

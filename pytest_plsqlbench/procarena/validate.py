@@ -6,18 +6,38 @@ the state under gold (ProcArena keeps only calls that do, §3.1) -- the state af
 from the state after call k-1, or the call raises as the task intends, which counts as a change
 only when it is meant (a raising call is reported so a person can check it); gold is not a
 no-op (the final state differs from the clean one); each of the task's ``mutants`` fails at
-least one call.
+least one call. Hollow tasks are problems too (:mod:`.hollow`): a requirement or material that
+asks for printed output, gold that prints, gold raising on every call, gold changing nothing, and a
+procedure that does nothing passing every call (run for real).
+
+With ``--mutants`` (:class:`MutationOptions`) each task's gold is mutated (:mod:`.mutate`) and
+the report gives per task the mutation score, each survivor as a diff and the equivalent mutants
+marked in the task file; a task below the threshold is a problem.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 from .. import outcomes
 from ..manifests import Manifest
 from ..runner import open_backend
 from ..settings import Settings
+from . import hollow
+from . import mutate as mt
 from . import state as st
 from .judge import _gold_key, evaluate
 from .loader import load, spec_of
+
+
+@dataclass(frozen=True)
+class MutationOptions:
+    """``validate --mutants``: which mutants, how many per task (quick mode), the score required."""
+
+    threshold: float = 0.95
+    limit: int | None = None
+    operators: tuple[str, ...] = mt.OPERATORS
+    diffs: bool = True
 
 
 def check_task(backend, task) -> list[str]:  # noqa: ANN001 - Backend, Task
@@ -40,6 +60,12 @@ def check_task(backend, task) -> list[str]:  # noqa: ANN001 - Backend, Task
         previous = call.state
     if not st.diff(run.clean, previous):
         problems.append(f"{task.id}: gold is a no-op (the final state equals the clean one)")
+    why = hollow.of_gold_run(run)
+    if why and "changes nothing" not in why:
+        problems.append(f"{task.id}: hollow task: {why}")
+    problems += [f"{task.id}: hollow task: {why}" for why in hollow.spec_problems(spec)]
+    if all(o.passed for o in evaluate(backend, task, hollow.do_nothing(spec.signature, spec.dialect))):
+        problems.append(f"{task.id}: hollow task: a procedure that does nothing passes every call")
     for mutant in spec.mutants:
         if all(o.passed for o in evaluate(backend, task, mutant.code)):
             problems.append(f"{task.id}: mutant '{mutant.why}' passes every call (the calls do not discriminate)")
@@ -52,19 +78,51 @@ def check_task(backend, task) -> list[str]:  # noqa: ANN001 - Backend, Task
     return problems
 
 
-def validate_subset(manifest: Manifest, settings: Settings) -> tuple[list[str], bool]:
+def mutation_lines(backend, task, options: MutationOptions) -> tuple[list[str], list[str], mt.TaskScore]:  # noqa: ANN001
+    """The task's mutation report lines and its problems (below the threshold, stale marks)."""
+    spec = spec_of(task)
+    score = mt.score_task(backend, task, spec.gold, dict(spec.equivalent), operators=options.operators,
+                          limit=options.limit)
+    problems = []
+    if score.score < options.threshold:
+        problems.append(f"{task.id}: mutation score {score.score:.1%} is below {options.threshold:.0%} "
+                        f"({len(score.survivors())} survivor(s); add calls or fixture rows that kill them, "
+                        "or mark a provably equivalent one in equivalent_mutants)")
+    problems += [f"{task.id}: equivalent_mutants: {key!r} is no mutant of the current gold" for key in score.stale]
+    return mt.report_lines(score, spec.gold, options.threshold, options.diffs), problems, score
+
+
+def validate_subset(manifest: Manifest, settings: Settings,
+                    mutants: MutationOptions | None = None) -> tuple[list[str], bool]:
     tasks = load(manifest, settings)
     problems: list[str] = []
     raising = 0
+    mutation: list[str] = []
+    scores: list[mt.TaskScore] = []
     with open_backend(settings, "validate") as backend:
         for task in tasks:
             problems += check_task(backend, task)
             run = backend.judge_cache.get("procarena-gold", {}).get(_gold_key(task))
             raising += sum(1 for c in (run.calls if run else []) if c.error is not None)
+            if mutants is not None:
+                lines, more, score = mutation_lines(backend, task, mutants)
+                mutation += lines
+                problems += more
+                scores.append(score)
         speed = list(backend.judge_cache.get("b2-speed", []))
     lines = [f"{manifest.name} ({settings.database.dialect}): {len(tasks)} task(s), "
              f"{sum(1 for t in tasks for u in t.turns[0].tests if u.kind != 'procarena-b2')} call(s), {raising} raising under gold; "
              f"{len(problems)} problem(s)"]
     lines += [f"  B2 {line}" for line in speed]
+    if mutants is not None:
+        killed = sum(sc.count("killed") for sc in scores)
+        counted = sum(sc.counted for sc in scores)
+        mode = f"quick: at most {mutants.limit} per task" if mutants.limit else "full"
+        lines.append(f"  mutants ({mode}): {killed} of {counted} non-equivalent killed "
+                     f"({killed / counted if counted else 1:.1%}); "
+                     f"{sum(sc.count('stillborn') for sc in scores)} stillborn, "
+                     f"{sum(sc.count('equivalent') for sc in scores)} marked equivalent; "
+                     f"{sum(1 for sc in scores if sc.score < mutants.threshold)} task(s) below {mutants.threshold:.0%}")
+        lines += mutation
     lines += [f"  PROBLEM {p}" for p in problems]
     return lines, not problems
