@@ -88,7 +88,7 @@ def test_compute_per_dialect() -> None:
     assert pg["acceleration_hmean"] == pytest.approx(3 / (1 / 4 + 4 + 1))
     assert pg["work_ratio_hmean"] == pytest.approx(3 / (1 + 2 + 0.5))
     assert pg["acceleration_vs_baseline_hmean"] == pytest.approx(3 / (1 / 12 + 1 / 0.75 + 1 / 3))
-    assert pg["bins"] == {"slower": 1, "matched": 1, "1.1-2x": 0, "2-10x": 1, ">10x": 0}
+    assert pg["bins"] == {"slower": 1, "matched": 1, "1.1-2x": 0, "2-10x": 1, ">10x": 0, "noise": 0}
     assert pg["bin_rates"]["slower"] == pytest.approx(1 / 3)
     assert pg["noise_median"] == 1.75 and pg["noise_max"] == 2.0
     assert m["by_dialect"]["oracle"]["bins"][">10x"] == 1

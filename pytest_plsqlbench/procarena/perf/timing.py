@@ -18,6 +18,7 @@ deterministic; ``work_stable`` says whether it was).
 
 from __future__ import annotations
 
+import logging
 import statistics
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -27,6 +28,7 @@ from typing import Any
 from .work import PG_MEASURE, Work
 
 GOLD, BASELINE, CANDIDATE = "gold", "baseline", "candidate"
+log = logging.getLogger(__name__)
 
 
 class NotMeasured(Exception):
@@ -44,12 +46,18 @@ class Run:
     state: Any = None
     #: A statement ran past the statement timeout: the contender is not run again.
     timed_out: bool = False
+    #: Wall-clock seconds of the run (``seconds`` is the bench's clock: CPU time where it can).
+    wall_s: float | None = None
+    #: A run of the checked contender (the answer) came before this one.
+    after_checked: bool = False
 
 
 @dataclass
 class Measurement:
     label: str
     runs: list[Run] = field(default_factory=list)
+    #: The unmeasured warm-up runs (kept for the checked contender, whose warm-ups are checked).
+    warmups: list[Run] = field(default_factory=list)
     #: The reference contender's first run of all, state kept: on the scaled tables as scaling
     #: left them, before any other contender's run (see :func:`measure`).
     first_run: Run | None = None
@@ -89,6 +97,34 @@ class Measurement:
         }
 
 
+def paired_ratios(reference: Measurement, other: Measurement) -> list[float]:
+    """``T_reference / T_other`` of each round (the two ran next to each other, in one round):
+    the pairing cancels what drifts between rounds."""
+    return [a.seconds / b.seconds if b.seconds > 0 else float("inf")
+            for a, b in zip(reference.runs, other.runs)]
+
+
+def median_interval(values: Sequence[float], confidence: float = 0.9) -> tuple[float, float]:
+    """A distribution-free interval for the median of ``values``: the order statistics
+    ``(x_(j), x_(n+1-j))`` with the largest ``j`` whose coverage ``1 - 2 P(Binom(n, 1/2) < j)``
+    is still at least ``confidence`` (n = 5: the smallest and the largest, 93.75 %; fewer than
+    5 runs cannot reach 90 %, and get the whole range)."""
+    from math import comb
+
+    xs = sorted(values)
+    n = len(xs)
+    if not n:
+        raise ValueError("no values")
+
+    def coverage(j: int) -> float:
+        return 1.0 - 2.0 * sum(comb(n, i) for i in range(j)) / 2 ** n
+
+    j = 1
+    while j + 1 <= (n + 1) // 2 and coverage(j + 1) >= confidence:
+        j += 1
+    return xs[j - 1], xs[n - j]
+
+
 def rotation(labels: Sequence[str], repeats: int) -> list[list[str]]:
     """The order of each round: round k starts with ``labels[k % n]``."""
     n = len(labels)
@@ -116,8 +152,13 @@ def measure(run: Callable[[str, bool], Run], contenders: Mapping[str, str], repe
     out = {label: Measurement(label) for label in contenders}
     stopped: set[str] = set()  # a contender that hit the statement timeout runs no more
 
+    ran_checked = False
+
     def once(label: str, first: bool) -> Run:
+        nonlocal ran_checked
         result = run(contenders[label], first)
+        result.after_checked = ran_checked
+        ran_checked = ran_checked or label in checked
         if result.timed_out:
             stopped.add(label)
         return result
@@ -129,10 +170,12 @@ def measure(run: Callable[[str, bool], Run], contenders: Mapping[str, str], repe
     for _ in range(warmup):
         for label in order:
             if label not in stopped:
-                keep = label == reference and out[label].first_run is None
-                warm = once(label, keep)
-                if keep:
+                first_of_reference = label == reference and out[label].first_run is None
+                warm = once(label, first_of_reference or label in checked)
+                if first_of_reference:
                     out[label].first_run = warm
+                if label in checked:
+                    out[label].warmups.append(warm)
                 if warm.timed_out:
                     out[label].runs.append(warm)
     for turn in rotation(order, repeats):
@@ -175,12 +218,14 @@ class PgBench:
 
     Guarantee: everything -- the generated rows, every contender's procedure and writes -- happens
     inside one transaction that is rolled back when the bench closes; each run starts from the
-    savepoint taken right after scaling.
+    savepoint taken right after scaling, on tables refilled into fresh files
+    (:func:`.scale.install_refill`): no run meets a row version, index entry or page an earlier
+    run left. Time is the backend's CPU time where the harness can read it (:mod:`.cpu`).
     """
 
     SAVEPOINT = "plsql_b2_scaled"
     MEASURE = PG_MEASURE
-    counter_source = "pg_stat_xact_user_tables"
+    counter_source = "pg_stat_get_xact_blocks_fetched"
 
     def __init__(self, backend: Any, schema: str, calls: Sequence[str], scale_rows: int,
                  scale: Mapping[str, int] | None = None, seed: int = 0, scratch: str = "answers") -> None:
@@ -192,8 +237,15 @@ class PgBench:
         self.seed = seed
         self.scratch = scratch
         self.plan: Any = None
+        self.clock: Any = None
+        self.parallel = ""
+
+    @property
+    def CLOCK(self) -> str:  # noqa: N802 - read like MEASURE
+        return self.clock.kind if self.clock is not None else "wall"
 
     def __enter__(self) -> PgBench:
+        from . import cpu
         from . import scale as sc
 
         analyze = self.analyze = sc.install_analyzer(self.backend.admin, self.backend.role)
@@ -203,10 +255,21 @@ class PgBench:
             self.conn = self.session.conn
             try:
                 self.plan = sc.pg_scale(self.conn, self.schema, self.scale_rows, self.scale, self.seed, analyze=analyze)
+                if not analyze:
+                    raise NotMeasured("the harness's account cannot create the B2 helper functions (it must own the "
+                                      "task's tables): each run cannot start from fresh copies of them")
+                sc.pg_stash(self.conn, self.plan.order)
             finally:
-                if analyze:  # the candidate calls it only here, before any answer runs
+                if analyze:  # the candidate calls them only here, before any answer runs
                     sc.revoke_analyzer(self.backend.admin, self.backend.role)
             self.conn.execute(f"SAVEPOINT {self.SAVEPOINT}")
+            workers = int(self.conn.execute("SELECT current_setting('max_worker_processes')::int").fetchone()[0])
+            self.parallel = ("impossible (max_worker_processes = 0)" if workers == 0 else
+                             "turned off for every run (SET LOCAL max_parallel_workers_per_gather = 0)")
+            self.clock = cpu.backend_clock(self.conn.info.backend_pid,
+                                           lambda: self.conn.execute(cpu.CHECK_SQL).fetchone())
+            if self.clock.why:
+                log.warning("B2 timing on wall-clock time: %s", self.clock.why)
         except BaseException:
             self.session.end_task()
             raise
@@ -220,11 +283,15 @@ class PgBench:
         from .. import state as st
         from .work import pg_counts
 
+        from .scale import pg_refill
+
         conn = self.conn
         try:
+            pg_refill(conn)
             conn.execute("SET LOCAL max_parallel_workers_per_gather = 0")
             before = pg_counts(conn)
-            t0 = time.perf_counter()
+            clock = self.clock.read
+            t0, c0 = time.perf_counter(), clock()
             install = self.session.run(code, isolated=False, phase="install")
             raised: list[str | None] = []
             timed_out = install.error is not None and install.error.failure_class == outcomes.TIMEOUT
@@ -235,11 +302,15 @@ class PgBench:
                     if done.error is not None and done.error.failure_class == outcomes.TIMEOUT:
                         timed_out = True
                         break
-            seconds = time.perf_counter() - t0
+            wall = time.perf_counter() - t0
+            try:
+                seconds = clock() - c0
+            except OSError:  # the session had to reconnect (a timeout): that backend is gone
+                seconds = wall
             work = pg_counts(conn) - before
             state = st.pg_snapshot(conn, [self.schema, self.scratch]) if keep_state and install.error is None else None
             error = install.error.short() if install.error is not None else None
-            return Run(seconds, work, tuple(raised), error, state, timed_out)
+            return Run(seconds, work, tuple(raised), error, state, timed_out, wall_s=wall)
         finally:
             conn.execute(f"ROLLBACK TO SAVEPOINT {self.SAVEPOINT}")
             # What a rollback leaves of a run in the session: nothing a later run may read back
