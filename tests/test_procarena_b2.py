@@ -123,7 +123,7 @@ def test_measure_warms_up_rotates_and_reports_medians_noise_and_work() -> None:
 
     def run(code: str, first: bool) -> timing.Run:
         calls.append((code, first))
-        return timing.Run(float(next(seconds)), work.Work({"scans": len(code), "tuples": 7, "writes": 1}))
+        return timing.Run(float(next(seconds)), work.Work({"scans": len(code), "tuples": 7, "writes": 1}, "scans"))
 
     got = timing.measure(run, {"gold": "g", "baseline": "bbbb", "candidate": "cc"}, 3, warmup=1)
     assert [c for c, _ in calls] == ["g", "bbbb", "cc", "g", "bbbb", "cc", "bbbb", "cc", "g", "cc", "g", "bbbb"]
@@ -150,7 +150,8 @@ def test_measure_keeps_the_state_of_every_measured_run_of_a_checked_contender() 
     measured = kept[3:]
     assert [k for c, k in measured if c == "c"] == [True, True, True]  # every measured run of the candidate
     assert [k for c, k in measured if c == "g"] == [True, False, False]  # gold: its first one
-    assert not any(k for _, k in kept[:3])  # warm-ups: none
+    # warm-ups: the candidate's only (checked like its measured runs, issue 31)
+    assert [(c, k) for c, k in kept[:3] if k] == [("c", True)]
 
 
 def test_the_reference_runs_first_of_all_and_keeps_that_state() -> None:
@@ -166,7 +167,7 @@ def test_the_reference_runs_first_of_all_and_keeps_that_state() -> None:
                          checked=("candidate",), reference="gold")
     assert kept[0] == ("g", True) and got["gold"].first_run is not None
     assert got["gold"].first_run.state == "state after g #1"
-    assert not any(k for _, k in kept[1:3])  # the other warm-ups keep nothing
+    assert kept[1:3] == [("b", False), ("c", True)]  # of the other warm-ups, the candidate's (checked)
     measured = kept[3:]
     assert [k for c, k in measured if c == "c"] == [True, True]  # every measured run of the candidate
     assert not any(k for c, k in measured if c != "c")  # gold's state is its first run's, read once

@@ -230,10 +230,10 @@ class PerfJudge(Judge):
                            "and not before it: the answer slowed the runs after its own"}
         out["same_state_as_gold"] = True
         pairs = timing.paired_ratios(gold, cand)
-        interval = timing.median_interval(pairs) if pairs else None
         paired = {name: statistics.median(rs) for name, rs in (
             ("acceleration", pairs), ("acceleration_vs_baseline", timing.paired_ratios(base, cand)),
             ("baseline_acceleration", timing.paired_ratios(base, gold))) if rs}
+        interval = timing.ratio_interval(pairs, paired["acceleration"]) if pairs else None
         out.update(bm.task_figures(out["seconds"], {k: m.work.value for k, m in got.items()}, spec.b2.min_speedup,
                                    interval, paired))
         return out

@@ -203,7 +203,8 @@ def html(name: str, m: Mapping[str, Any]) -> str:
 
     if not m.get("tasks"):
         return ""
-    colours = {"slower": "#c0392b", "matched": "#95a5a6", "1.1-2x": "#7fb3d5", "2-10x": "#2e86c1", ">10x": "#1b4f72"}
+    colours = {"slower": "#c0392b", "matched": "#95a5a6", "1.1-2x": "#7fb3d5", "2-10x": "#2e86c1", ">10x": "#1b4f72",
+               "noise": "#d5d8dc"}
     rows = ""
     for d, c in (m.get("by_dialect") or {}).items():
         total = max(c["admitted"], 1)

@@ -104,6 +104,21 @@ def paired_ratios(reference: Measurement, other: Measurement) -> list[float]:
             for a, b in zip(reference.runs, other.runs)]
 
 
+#: Fewer rounds than this have no spread to measure: the interval is then the point widened by
+#: :data:`NOISE_FLOOR` each way (the run-to-run spread of CPU time seen on a loaded 2-core
+#: machine, docs/procarena-b2.md), so one round never reads "slower" on its noise alone.
+MIN_ROUNDS = 3
+NOISE_FLOOR = 1.25
+
+
+def ratio_interval(ratios: Sequence[float], point: float) -> tuple[float, float]:
+    """The interval of an acceleration from the rounds' paired ratios, holding ``point``."""
+    if len(ratios) < MIN_ROUNDS:
+        return point / NOISE_FLOOR, point * NOISE_FLOOR
+    low, high = median_interval(ratios)
+    return min(low, point), max(high, point)
+
+
 def median_interval(values: Sequence[float], confidence: float = 0.9) -> tuple[float, float]:
     """A distribution-free interval for the median of ``values``: the order statistics
     ``(x_(j), x_(n+1-j))`` with the largest ``j`` whose coverage ``1 - 2 P(Binom(n, 1/2) < j)``

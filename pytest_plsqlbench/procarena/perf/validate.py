@@ -47,8 +47,7 @@ def check_speed(backend: Any, task: Any, spec: Any, repeats: int = REPEATS) -> t
                    "(raise --plsql-timeout, or a smaller b2.scale_rows)")
         return f"{task.id}: speed not checked ({who} ran past the statement timeout)", [problem]
     gain = slow.median_s / gold.median_s
-    low, _high = timing.median_interval(timing.paired_ratios(slow, gold))
-    low = min(low, gain)
+    low, _high = timing.ratio_interval(timing.paired_ratios(slow, gold), gain)
     work_gain = max(slow.work.value, 1) / max(gold.work.value, 1)
     line = (f"{task.id}: gold {gain:.1f}x faster than the degraded input at {rows} rows (interval from {low:.1f}x; "
             f"{gold.median_s * 1000:.0f} ms vs {slow.median_s * 1000:.0f} ms {clock} time, median of {repeats}; "
