@@ -28,6 +28,7 @@ settings the harness depends on are pinned per connection and restored after eve
 from __future__ import annotations
 
 import collections
+import contextlib
 import logging
 import math
 import re
@@ -1078,6 +1079,12 @@ class PostgresBackend(Backend):
         self.pinned_options = ""
         #: pg_db_role_setting rows of the candidate and the database as provisioned.
         self._role_settings: list[tuple[Any, ...]] = []
+        #: Pristine data directories and their copies (:mod:`.pg_pristine`), made on first use.
+        self._pristines: Any = None
+        #: The copy the sessions use now (``serve``), and the worker's own server's connection
+        #: facts while one does.
+        self.copy: Any = None
+        self._home: tuple[Any, ...] | None = None
 
     # ----------------------------------------------------------------- lifecycle
     @property
@@ -1266,7 +1273,67 @@ class PostgresBackend(Backend):
                     self.admin.execute(target)
         return True
 
+    @property
+    def pristines(self) -> Any:
+        """The worker's :class:`.pg_pristine.PristineStore`."""
+        if self._pristines is None:
+            from .pg_pristine import PristineStore
+
+            self._pristines = PristineStore(self)
+        return self._pristines
+
+    def pristine_builder(self, admin_dsn: str) -> "PostgresBackend":
+        """A backend provisioned as this one (database, candidate role, grants, limits) on the
+        server at ``admin_dsn``: what builds a pristine data directory (:mod:`.pg_pristine`)."""
+        builder = PostgresBackend(self.settings, self.worker)
+        builder.dbname, builder.role = self.dbname, self.role
+        builder.admin_dsn = admin_dsn
+        try:
+            builder._provision()
+        except BaseException:
+            builder.admin_dsn = ""  # its stop must not drop objects of a server it does not own
+            builder.stop()
+            raise
+        return builder
+
+    def serve(self, copy: Any) -> None:
+        """Point the candidate session, the admin connection, the watchdog's terminations and
+        recovery at ``copy`` (a :class:`.pg_pristine.Copy`), or back at the worker's own
+        server (None). The copy served before is discarded. Called between task scopes."""
+        if copy is None and self.copy is None:
+            return
+        if self._session is not None:
+            self._session.close()
+        old = self.copy
+        if old is not None:
+            if self.admin is not None:
+                with contextlib.suppress(Exception):
+                    self.admin.close()
+        else:
+            self._home = (self.server, self.admin, self.admin_dsn, self.db_dsn, self.candidate_dsn, self._role_settings)
+        if copy is None:
+            assert self._home is not None
+            (self.server, self.admin, self.admin_dsn, self.db_dsn, self.candidate_dsn,
+             self._role_settings) = self._home
+            self._home = None
+        else:
+            self.server, self.admin_dsn = copy.server, copy.admin_dsn
+            self.db_dsn, self.candidate_dsn = copy.db_dsn, copy.candidate_dsn
+            self._role_settings = list(copy.pristine.role_settings)
+            self.admin = self._admin_connect(copy.db_dsn)
+        self.copy = copy
+        if old is not None:
+            self.pristines.discard(old)
+        if self._session is not None:
+            self._session.connect()
+
     def stop(self) -> None:
+        if self.copy is not None:
+            with contextlib.suppress(Exception):
+                self.serve(None)
+        if self._pristines is not None:
+            self._pristines.close()
+            self._pristines = None
         if self._session is not None:
             self._session.close()
             self._session.stop_watchdog()

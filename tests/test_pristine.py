@@ -1,0 +1,103 @@
+"""Pristine copies (dialects/pg_pristine.py): every copy starts from the pristine's physical
+state, whatever ran on an earlier copy, and leaves nothing behind."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+
+from embedded import started_backend
+from pytest_plsqlbench.dialects.postgres import PostgresBackend
+from pytest_plsqlbench.tasks import Fixture
+
+FIXTURE = Fixture("pristine_probe", """
+CREATE SCHEMA probe;
+CREATE TABLE probe.t (id int PRIMARY KEY, v text);
+CREATE SEQUENCE probe.s;
+INSERT INTO probe.t SELECT g, 'v' || g FROM generate_series(1, 20) g;
+""")
+
+#: What a later run could read of an earlier one, if the copies shared anything.
+TRACES = """
+SELECT (SELECT string_agg(xmin::text || '/' || xmax::text || '/' || ctid::text, ',' ORDER BY id) FROM probe.t),
+       (SELECT n_tup_upd || '/' || n_tup_del || '/' || n_dead_tup FROM pg_stat_user_tables WHERE relname = 't'),
+       pg_relation_size('probe.t'),
+       (SELECT last_value || '/' || is_called FROM probe.s),
+       pg_current_wal_lsn()::text
+"""
+
+
+@pytest.fixture(scope="module")
+def backend() -> Iterator[PostgresBackend]:
+    with started_backend("pristine") as b:
+        yield b
+
+
+def _build(builder: PostgresBackend) -> None:
+    builder.ensure_fixtures([FIXTURE])
+    builder.allow_writes(["probe"])
+    assert builder.admin is not None
+    builder.admin.execute("GRANT USAGE ON SEQUENCE probe.s TO plsql_candidate")
+
+
+def _traces(copy) -> tuple:  # noqa: ANN001
+    with copy.connect() as conn:
+        found = conn.execute(TRACES).fetchone()
+        xid = conn.execute("SELECT pg_catalog.txid_current()").fetchone()[0]
+    return (*found, xid)
+
+
+def test_a_copy_starts_from_the_pristine_state_whatever_ran_before(backend: PostgresBackend) -> None:
+    store = backend.pristines
+    pristine = store.pristine("probe", _build)
+    with store.fresh(pristine) as first:
+        before = _traces(first)
+    with store.fresh(pristine) as dirty:
+        with dirty.connect(candidate=True) as conn:
+            with conn.transaction(force_rollback=True):
+                conn.execute("UPDATE probe.t SET v = 'x' WHERE id <= 3")
+                conn.execute("DELETE FROM probe.t WHERE id = 20")
+                conn.execute("SELECT nextval('probe.s')")
+            conn.execute("SELECT pg_stat_force_next_flush()")
+            conn.execute("SELECT set_config('x.seen', 'v', false)")
+        with dirty.connect() as conn:
+            conn.execute("CHECKPOINT")
+        assert _traces(dirty) != before  # the traces are real: a shared server would show them
+    with store.fresh(pristine) as later:
+        assert _traces(later) == before
+        with later.connect(candidate=True) as conn:
+            assert conn.execute("SELECT current_setting('x.seen', true)").fetchone()[0] is None
+
+
+def test_copies_are_removed_and_the_backend_goes_home(backend: PostgresBackend) -> None:
+    store = backend.pristines
+    pristine = store.pristine("probe", _build)
+    home_dsn = backend.candidate_dsn
+    copy = store.copy(pristine)
+    backend.serve(copy)
+    session = backend.session()
+    session.begin_task()
+    assert session.run("SELECT count(*) FROM probe.t", isolated=False, phase="test").lines == ["20"]
+    session.end_task()
+    root = Path(copy.server.root)
+    backend.serve(None)
+    assert backend.candidate_dsn == home_dsn and backend.copy is None
+    store._executor().submit(lambda: None).result()  # the background removal ran
+    assert not root.exists() and not copy.server.alive()
+    session.begin_task()
+    failed = session.run("SELECT count(*) FROM probe.t", isolated=False, phase="test")
+    session.end_task()
+    assert failed.error is not None  # the worker's own database never had the fixture
+
+
+def test_a_derived_pristine_holds_what_was_built_on_it(backend: PostgresBackend) -> None:
+    store = backend.pristines
+    base = store.pristine("probe", _build)
+    scaled = store.derive(base, "probe-scaled",
+                          lambda conn: conn.execute("INSERT INTO probe.t SELECT g, 'w' FROM generate_series(21, 500) g"))
+    with store.fresh(scaled) as copy, copy.connect() as conn:
+        assert conn.execute("SELECT count(*) FROM probe.t").fetchone()[0] == 500
+    with store.fresh(base) as copy, copy.connect() as conn:
+        assert conn.execute("SELECT count(*) FROM probe.t").fetchone()[0] == 20
