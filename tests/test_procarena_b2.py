@@ -183,7 +183,7 @@ def _judged(monkeypatch: pytest.MonkeyPatch, b2_task: Any, got: dict[str, timing
     from pytest_plsqlbench.procarena.perf.judge import PerfJudge
 
     bench = SimpleNamespace(MEASURE="scans", counter_source="test", plan=SimpleNamespace(counts={}, notes=[]))
-    monkeypatch.setattr(timing, "bench_for", lambda backend, spec: contextlib.nullcontext(bench))
+    monkeypatch.setattr(timing, "bench_for", lambda backend, spec, **k: contextlib.nullcontext(bench))
     monkeypatch.setattr(timing, "measure", lambda *a, **k: got)
 
     class Ctx:

@@ -123,7 +123,7 @@ def _judged(monkeypatch: pytest.MonkeyPatch, got: dict[str, timing.Measurement],
 
     bench = SimpleNamespace(MEASURE="buffers", CLOCK="cpu", counter_source="test",
                             plan=SimpleNamespace(counts={}, notes=[]))
-    monkeypatch.setattr(timing, "bench_for", lambda backend, spec: contextlib.nullcontext(bench))
+    monkeypatch.setattr(timing, "bench_for", lambda backend, spec, **k: contextlib.nullcontext(bench))
     monkeypatch.setattr(timing, "measure", lambda *a, **k: got)
     spec = SimpleNamespace(gold="g", b2=SimpleNamespace(degraded="b", repeats=2, min_speedup=min_speedup))
 
@@ -322,41 +322,46 @@ def _perf(backend: Any, task: Any, answer: str, repeats: int = 3) -> dict:
     return {"outcome": perf, **perf.extra["b2"]}
 
 
-def test_hostile_bloat_in_a_warm_up_scores_as_the_answer_without_it(backend: Any, b2_task: Any) -> None:
-    """Issue 31's first hostile answer: it bloats the tables in its first (unmeasured) warm-up
-    run; the others' runs no longer meet the bloat, so its record is that of the same answer
-    without the bloat: the same work of every contender, exactly, and no big acceleration."""
-    spec = _spec(b2_task)
-    plain = _perf(backend, b2_task, spec.gold)
-    trick = _perf(backend, b2_task, spec.gold + BLOAT)
-    for rec in (plain, trick):
-        assert rec["admitted"] and rec["same_state_as_gold"] and rec["outcome"].passed, rec
-    # Within each bench every run of a contender counts the same; from one bench to the next the
-    # contenders' counts agree to a few blocks (plans on freshly gathered statistics).
+def _same_for_the_others(trick: dict, plain: dict) -> None:
+    """Gold's and the degraded input's measurements do not depend on what the answer did: the
+    same work (each run on its own fresh copy), every run of theirs within their time limits."""
     for who in ("gold", "baseline"):
-        assert trick["work"][who]["buffers"] == pytest.approx(plain["work"][who]["buffers"], rel=0.005), who
+        assert trick["work"][who] == plain["work"][who], who
     assert all(trick["work_stable"].values()) and all(plain["work_stable"].values())
-    assert trick["work_ratio"] == plain["work_ratio"] == 1.0
-    assert trick["acceleration"] < 2.0 and trick["bin"] not in (">10x", "2-10x"), trick
+
+
+def test_hostile_bloat_in_a_warm_up_scores_as_the_answer_without_it(backend: Any, b2_task: Any) -> None:
+    """Issue 31's first hostile answer: it bloats the tables in what it takes for its first
+    (unmeasured) run -- told apart by a custom setting's name, which outlives a rollback. Each
+    run is now on a fresh copy, so it cannot tell its runs apart: it bloats in every run, its
+    own runs pay for it, and gold's and the degraded input's runs never meet it."""
+    spec = _spec(b2_task)
+    plain = _perf(backend, b2_task, spec.gold, repeats=5)
+    trick = _perf(backend, b2_task, spec.gold + BLOAT, repeats=5)
+    for rec in (plain, trick):
+        assert rec["admitted"] and rec["same_state_as_gold"] and rec.get("rejection") is None, rec
+    _same_for_the_others(trick, plain)
+    assert plain["work_ratio"] == 1.0 and trick["work_ratio"] < 0.5  # the bloat is its own work
+    assert trick["acceleration"] < 1.0 and trick["bin"] in ("slower", "noise"), trick
 
 
 def test_a_slow_answer_that_bloats_for_the_degraded_input_is_scored_slower_not_left_out(
         backend: Any, b2_task: Any) -> None:
-    """Issue 31's second hostile answer: correct but slow (CPU burnt per call), it bloats the
-    invoices in its first warm-up run so that the degraded input's later runs would meet the
-    bloat (past the statement timeout at scale). Scored as the same slow answer without it."""
+    """Issue 31's second hostile answer: correct but slow (CPU burnt per run), it bloats the
+    invoices in its first run so that the degraded input's later runs would meet the bloat
+    (past the statement timeout at scale). Scored slower -- a failed perf item with its
+    numbers, kept in the metrics -- as the same slow answer without the bloat is."""
     spec = _spec(b2_task)
-    burn = "\nSELECT count(*) FROM generate_series(1, {n});\n"
-    heavy = spec.gold + burn.format(n=400_000)  # ~0.1 s of CPU per run; gold's runs at 200 rows: ~10 ms
-    plain = _perf(backend, b2_task, heavy)
-    trick = _perf(backend, b2_task, heavy + BLOAT.replace("b2x.seen", "b2z.seen"))
+    heavy = spec.gold + "\nSELECT count(*) FROM generate_series(1, 400000);\n"  # ~0.1 s of CPU; gold: ~25 ms
+    plain = _perf(backend, b2_task, heavy, repeats=5)
+    trick = _perf(backend, b2_task, heavy + BLOAT.replace("b2x.seen", "b2z.seen"), repeats=5)
     for rec in (plain, trick):
         assert rec["admitted"] and rec.get("rejection") is None, rec
         assert rec["slower"] and rec["bin"] == "slower" and not rec["outcome"].passed, rec
         assert "slower than gold" in rec["outcome"].message
-    for who in ("gold", "baseline", "candidate"):
-        assert trick["work"][who]["buffers"] == pytest.approx(plain["work"][who]["buffers"], rel=0.005), who
-    assert all(trick["work_stable"].values()), trick["work"]
+    _same_for_the_others(trick, plain)
+    m = bm.compute([{k: v for k, v in r.items() if k != "outcome"} for r in (plain, trick)])
+    assert m["by_dialect"]["postgres"]["admitted"] == 2 and m["by_dialect"]["postgres"]["not_measured"] == 0
 
 
 # --------------------------------------------------------------------------- under load

@@ -165,7 +165,7 @@ class PerfJudge(Judge):
 
         started = time.monotonic()
         try:
-            with timing.bench_for(ctx.backend, spec) as bench:
+            with timing.bench_for(ctx.backend, spec, fixtures=ctx.task.fixtures) as bench:
                 with quiet.measuring() as lock:
                     got = timing.measure(run, contenders, repeats, warmup=WARMUP,  # type: ignore[arg-type]
                                          checked=(timing.CANDIDATE,), reference=timing.GOLD)

@@ -207,12 +207,20 @@ def measure(run: Callable[[str, bool], Run], contenders: Mapping[str, str], repe
     return out
 
 
-def bench_for(backend: Any, spec: Any, *, hold: bool = False) -> Any:
+def bench_for(backend: Any, spec: Any, *, hold: bool = False, fixtures: Sequence[Any] | None = None) -> Any:
     """The bench of ``backend``'s dialect for a B2 task (``spec``: its ProcSpec). ``hold``:
     keep the task's schema to this worker (outside a task run, where the call-suite judge does
-    not hold it already; only a database workers share needs it)."""
+    not hold it already; only a database workers share needs it). PostgreSQL: on the embedded
+    server (with the task's ``fixtures``) every run on a fresh pristine copy
+    (:class:`.fresh.PgFreshBench`); on a ``--plsql-dsn`` server one transaction whose tables are
+    refilled into fresh files before every run (:class:`PgBench`)."""
     b2 = spec.b2
     if backend.dialect == "postgres":
+        store = getattr(backend, "pristines", None)
+        if fixtures is not None and store is not None and store.available:
+            from .fresh import PgFreshBench
+
+            return PgFreshBench(backend, spec.schema, spec.calls, b2.scale_rows, b2.scale, fixtures)
         return PgBench(backend, spec.schema, spec.calls, b2.scale_rows, b2.scale)
     if backend.dialect == "oracle":
         from .oracle import OraBench

@@ -31,7 +31,7 @@ def check_speed(backend: Any, task: Any, spec: Any, repeats: int = REPEATS) -> t
     backend.ensure_fixtures(task.fixtures)
     backend.allow_writes([spec.schema])
     try:
-        with timing.bench_for(backend, spec, hold=True) as bench:
+        with timing.bench_for(backend, spec, hold=True, fixtures=task.fixtures) as bench:
             with quiet.measuring():
                 got = timing.measure(bench.run, {timing.GOLD: spec.gold, timing.BASELINE: b2.degraded}, repeats)
             rows = sum(bench.plan.counts.values())
