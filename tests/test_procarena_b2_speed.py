@@ -364,6 +364,39 @@ def test_a_slow_answer_that_bloats_for_the_degraded_input_is_scored_slower_not_l
     assert m["by_dialect"]["postgres"]["admitted"] == 2 and m["by_dialect"]["postgres"]["not_measured"] == 0
 
 
+#: An answer that fails as soon as it can tell it ran before: a custom setting's name (it
+#: outlives a rollback, DEALLOCATE ALL and pg_advisory_unlock_all()) or the transaction's
+#: statistics counters (they outlive a rollback to a savepoint).
+TELLS_RUNS_APART = """
+DO $probe$
+BEGIN
+  IF (SELECT count(*) FROM clinic.patients) < 100 THEN
+    RETURN;  -- the gate's run at fixture size, on the worker's own server: not the measurement
+  END IF;
+  IF current_setting('b2probe.seen', true) IS NOT NULL THEN
+    RAISE EXCEPTION 'this is not my first run (setting name)';
+  END IF;
+  PERFORM set_config('b2probe.seen', '1', false);
+  IF (SELECT coalesce(sum(n_tup_upd + n_tup_ins), 0) FROM pg_stat_xact_user_tables) > 0 THEN
+    RAISE EXCEPTION 'this is not my first run (statistics)';
+  END IF;
+END $probe$;
+"""
+
+
+def test_an_answer_cannot_tell_one_of_its_runs_from_another(backend: Any, b2_task: Any) -> None:
+    """Every run -- warm-ups and measured, 7 of them -- on a fresh copy: the probe never finds a
+    trace of an earlier run, so it installs and runs as gold every time."""
+    rec = _perf(backend, b2_task, _spec(b2_task).gold + TELLS_RUNS_APART, repeats=5)
+    assert rec["admitted"] and rec["same_state_as_gold"] and rec.get("rejection") is None, (rec.get("why"), rec)
+    assert rec["work_ratio"] == pytest.approx(1.0, rel=0.01)
+    # The one-transaction bench of --plsql-dsn servers: the probe tells its second run (the
+    # documented limit there; what it learns cannot reach another run's tables).
+    with _bench(backend, b2_task) as bench:
+        first, second = (bench.run(_spec(b2_task).gold + TELLS_RUNS_APART) for _ in range(2))
+    assert first.install_error is None and "not my first run" in (second.install_error or ""), second
+
+
 # --------------------------------------------------------------------------- under load
 @contextlib.contextmanager
 def _cpu_hog(n: int) -> Iterator[None]:
