@@ -431,6 +431,7 @@ def test_gold_against_itself_reads_matched_with_a_cpu_hog_on_the_machine() -> No
             got[task.id] = rec
     for tid, rec in got.items():
         assert rec["clock"] == "cpu" and rec["work_ratio"] == 1.0, (tid, rec)
-        assert 0.9 <= rec["acceleration"] <= 1.1 and rec["bin"] == "matched", (
-            tid, rec["acceleration"], rec["acceleration_interval"], rec["runs_s"])
         assert statistics.median(rec["wall_s"]["gold"]) > 0
+    off = {tid: (round(rec["acceleration"], 3), [round(x, 3) for x in rec["acceleration_interval"]], rec["bin"])
+           for tid, rec in got.items() if not (0.9 <= rec["acceleration"] <= 1.1 and rec["bin"] == "matched")}
+    assert not off, off

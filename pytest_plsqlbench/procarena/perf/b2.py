@@ -3,11 +3,7 @@ progress a long ``perf`` item shows on pytest's progress line."""
 
 from __future__ import annotations
 
-import contextlib
-
 import pytest
-
-_CONFIG: list[pytest.Config] = []
 
 HELP_REPEATS = ("ProcArena B2: timed runs per contender (gold, degraded input, candidate), in rotating "
                 "order; default: the task's own b2.repeats (5)")
@@ -49,30 +45,15 @@ def pytest_plsql_judges(config: pytest.Config) -> list:
     return [PerfJudge(repeats=repeats_of(config))]
 
 
+
 def pytest_configure(config: pytest.Config) -> None:
-    _CONFIG.append(config)
+    from . import progress
+
+    progress.CONFIGS.append(config)
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
-    if config in _CONFIG:
-        _CONFIG.remove(config)
+    from . import progress
 
-
-def progress(text: str) -> None:
-    """Write ``text`` on pytest's progress line while a ``perf`` item measures (each run is a
-    mark: an item of a minute shows it is alive). Only the process that owns the terminal
-    (``-n 0``); an xdist worker has none -- its records carry the runs and their rate instead."""
-    from ...state import worker_id
-
-    if not _CONFIG:
-        return
-    config = _CONFIG[-1]
-    if worker_id(config) != "main" or config.get_verbosity() < 0:
-        return
-    reporter = config.pluginmanager.get_plugin("terminalreporter")
-    capture = config.pluginmanager.get_plugin("capturemanager")
-    if reporter is None:
-        return
-    quiet = capture.global_and_fixture_disabled() if capture is not None else contextlib.nullcontext()
-    with quiet:
-        reporter.write(text, flush=True)
+    if config in progress.CONFIGS:
+        progress.CONFIGS.remove(config)

@@ -24,7 +24,7 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from .timing import NotMeasured, Run
+from .runs import NotMeasured, Run
 from .work import PG_MEASURE, pg_counts
 
 log = logging.getLogger(__name__)

@@ -35,7 +35,7 @@ from ...tasks import UnitTest
 from .. import failure_types as ft
 from .. import state as st
 from . import metrics as bm
-from . import b2, quiet, timing
+from . import progress, quiet, timing
 
 log = logging.getLogger(__name__)
 
@@ -147,7 +147,7 @@ class PerfJudge(Judge):
             label, code = contender
             done[0] += 1
             if done[0] == 1 or done[0] % 3 == 0 or done[0] == total:
-                b2.progress(f" [perf {done[0]}/{total}]")
+                progress.progress(f" [perf {done[0]}/{total}]")
             session: Any = getattr(bench, "session", None)
             if not hasattr(session, "deadline"):
                 return bench.run(code, keep_state)
