@@ -188,6 +188,7 @@ def _judged(monkeypatch: pytest.MonkeyPatch, b2_task: Any, got: dict[str, timing
 
     class Ctx:
         backend = None
+        task = SimpleNamespace(fixtures=[])
 
     return PerfJudge(repeats=2)._measure(Ctx(), _spec(b2_task), "answer")  # type: ignore[arg-type]
 

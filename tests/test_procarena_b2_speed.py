@@ -129,6 +129,7 @@ def _judged(monkeypatch: pytest.MonkeyPatch, got: dict[str, timing.Measurement],
 
     class Ctx:
         backend = None
+        task = SimpleNamespace(fixtures=[])
 
     return PerfJudge(repeats=2)._measure(Ctx(), spec, "answer")  # type: ignore[arg-type]
 
