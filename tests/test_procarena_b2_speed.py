@@ -436,3 +436,28 @@ def test_gold_against_itself_reads_matched_with_a_cpu_hog_on_the_machine() -> No
     off = {tid: (round(rec["acceleration"], 3), [round(x, 3) for x in rec["acceleration_interval"]], rec["bin"])
            for tid, rec in got.items() if not (0.9 <= rec["acceleration"] <= 1.1 and rec["bin"] == "matched")}
     assert not off, off
+
+
+# --------------------------------------------------------------------------- pytest's terms
+def test_k_selects_a_b2_tasks_items_individually() -> None:
+    def collected(*k: str) -> list[str]:
+        proc = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--co", "-q",
+                               "--subset", "procarena-sample", *k], cwd=REPO, capture_output=True, text=True,
+                              timeout=300, check=False)
+        return [line for line in proc.stdout.splitlines() if "_b2_" in line and "/" in line]
+
+    only = collected("-k", "perf")
+    assert only and all(line.endswith("/perf") for line in only), only
+    rest = collected("-k", "not perf")
+    assert rest and not any(line.endswith("/perf") for line in rest), rest  # the call items stay
+
+
+def test_a_perf_item_alone_runs_and_shows_its_progress(b2_task: Any) -> None:
+    """``-k perf`` with ``-n 0``: the perf item runs without its call items (its own gate) and
+    writes its progress marks on pytest's progress line."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--plsql-tasks", b2_task.metadata["tasks_dir"],
+         "--subset", "procarena-b2mini", "--plsql-model=reference", "--plsql-b2-repeats=1", "-n", "0", "-k", "perf"],
+        cwd=REPO, capture_output=True, text=True, timeout=900, check=False)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+    assert "1 passed" in proc.stdout and "[perf 1/9]" in proc.stdout and "[perf 9/9]" in proc.stdout, proc.stdout[-3000:]
