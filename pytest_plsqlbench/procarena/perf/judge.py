@@ -7,16 +7,20 @@ It runs after the task's call items, on the same worker (cumulative mode keeps t
    admitted only when every call leaves gold's state and raises as gold's does. Rejections are
    classed as Figure 4(c) does: compile failure, wrong final state, runtime error.
 2. **Measurement** -- the task's tables scaled (:mod:`.scale`) on the dialect's bench
-   (:func:`.timing.bench_for`: PostgreSQL in one transaction rolled back, Oracle restored from
-   copies, :mod:`.oracle`); gold, the degraded input and the candidate timed ``repeats`` times in
+   (:func:`.timing.bench_for`: PostgreSQL on a fresh pristine copy per run, or refilled tables
+   in one transaction rolled back; Oracle restored from copies, :mod:`.oracle`); gold, the degraded input and the candidate timed ``repeats`` times in
    rotating order (:mod:`.timing`) while holding the machine-wide measurement lock (:mod:`.quiet`); the
-   candidate's final state at scale, after every measured run, must still equal gold's (an answer
+   candidate's final state at scale, after every run (warm-ups included), must still equal gold's (an answer
    that behaves only on the small fixture, or only in some of its runs, is rejected as a wrong
    final state).
 
-The item passes when the candidate is admitted; its ``score`` is the acceleration
+The item passes when the candidate is admitted and not slower than gold beyond the interval
+(the whole acceleration interval below ``1/min_speedup`` fails it, with the numbers in the
+message; its record still counts in the metrics). Its ``score`` is the acceleration
 ``T_gold / T_cand`` and ``extra["b2"]`` holds the whole record (seconds, noise, work, ratios,
-bin, scaled row counts), from which :mod:`.metrics` computes the harmonic means and the bins.
+interval, bin, scaled row counts), from which :mod:`.metrics` computes the harmonic means and
+the bins. A timeout of gold or the degraded input counts as *not measured* only when it
+happened before the answer first ran; after it, it is the answer's failure.
 """
 
 from __future__ import annotations

@@ -1,19 +1,24 @@
-"""The measurement protocol (paper §5.3): every contender timed ``repeats`` times from the same
-scaled state, in rotating order.
+"""The measurement protocol (paper §5.3; issue 31): every contender timed ``repeats`` times,
+each run from the same scaled state, in rotating order.
 
 Contenders are gold (the reference), the degraded input handed to the model (the baseline) and
 the candidate. Round ``k`` starts with contender ``k mod n`` (gold, baseline, candidate;
-baseline, candidate, gold; ...), so each is first, middle and last in turn and the cache warmth
-one leaves behind favours none. A run is: install the contender's script, then the whole call
-suite, timed together (an answer cannot move work into its installation script), with its
-work counted (:mod:`.work`); then the scaled state is restored (PostgreSQL: rollback to a
-savepoint taken after scaling; Oracle: the scaled rows put back from copies, :mod:`.oracle`).
-Two unmeasured warm-up rounds precede the measured ones. :func:`bench_for` is the one place
-that picks the dialect's bench; every bench has the same interface (a context manager with
-``run(code, keep_state) -> Run``, ``plan``, ``MEASURE`` and ``counter_source``).
-Reported per contender: the median time, the noise (slowest
-run / fastest run) and the work of its runs (the same number every run when the counter is
-deterministic; ``work_stable`` says whether it was).
+baseline, candidate, gold; ...), so each is first, middle and last in turn. A run is: install
+the contender's script, then the whole call suite, timed together (an answer cannot move work
+into its installation script), with its work counted (:mod:`.work`). Every run starts from a
+state no earlier run touched: on the embedded server a fresh pristine copy of the scaled
+database per run (:mod:`.fresh`); on a ``--plsql-dsn`` server tables refilled into fresh files
+inside one transaction (:class:`PgBench`); Oracle: the scaled rows put back from copies
+(:mod:`.oracle`). The time is the bench's clock: the backend's CPU time where it can be read
+(:mod:`.cpu`), wall-clock seconds otherwise (``CLOCK``). Two warm-up rounds precede the measured
+ones; the answer's are checked like its measured runs. :func:`bench_for` is the one place that
+picks the bench; every bench has the same interface (a context manager with ``run(code,
+keep_state) -> Run``, ``plan``, ``MEASURE`` and ``counter_source``).
+
+Reported per contender: the median time, the noise (slowest run / fastest run) and the work of
+its runs (the same number every run: ``work_stable`` says whether it was). The acceleration is
+the median of the rounds' paired ratios (:func:`paired_ratios`), with a distribution-free
+interval (:func:`ratio_interval`).
 """
 
 from __future__ import annotations
