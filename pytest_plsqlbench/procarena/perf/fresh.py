@@ -96,6 +96,17 @@ class PgFreshBench:
     def __exit__(self, *exc: object) -> None:
         self.backend.serve(None)
 
+    def _warm(self, conn: Any) -> None:
+        """Read every task table once, untimed: a new server starts with empty caches, and the
+        first reader of a page would pay for the copy into shared buffers (partly in the I/O
+        workers, off the backend's clock). Every contender starts as on a database in use."""
+        from psycopg import sql as pgsql
+
+        for name in self.plan.order:
+            schema, _, table = name.partition(".")
+            conn.execute(pgsql.SQL("SELECT count(*) FROM {}.{}").format(pgsql.Identifier(schema),
+                                                                        pgsql.Identifier(table))).fetchone()
+
     def run(self, code: str, keep_state: bool = False) -> Run:
         from ... import outcomes
         from .. import state as st
@@ -122,6 +133,7 @@ class PgFreshBench:
                                  "turned off for every run (SET LOCAL max_parallel_workers_per_gather = 0)")
             clock = cpu.cpu_clock(conn.info.backend_pid).read if self.clock.kind == cpu.CPU else time.perf_counter
             conn.execute("SET LOCAL max_parallel_workers_per_gather = 0")
+            self._warm(conn)
             before = pg_counts(conn)
             t0, c0 = time.perf_counter(), clock()
             install = session.run(code, isolated=False, phase="install")
