@@ -520,7 +520,9 @@ END $t$;
 
 def test_answer_that_skips_its_work_after_its_first_measured_run_is_rejected(backend: Any, b2_task: Any) -> None:
     """Two warm-ups and the first measured run do gold's work; every later run returns at once.
-    Checking only the first measured run admitted it with an arbitrary acceleration."""
+    Checking only the first measured run admitted it with an arbitrary acceleration. Since issue
+    31 every run is on a fresh copy of the scaled database: the answer cannot count its runs, so
+    it does gold's work in every one of them and is measured as gold."""
     gold = _spec(b2_task).gold
     head, body = gold.split("BEGIN", 1)
     cheat = head + ("BEGIN\n  IF pg_catalog.pg_stat_get_xact_tuples_updated('clinic.doctors'::regclass) > 3 "
@@ -528,8 +530,8 @@ def test_answer_that_skips_its_work_after_its_first_measured_run_is_rejected(bac
     got = _perf(backend, b2_task, cheat)
     assert all(o.passed for o in got[:-1])  # equal at fixture size
     rec = got[-1].extra["b2"]
-    assert not got[-1].passed and rec["rejection"] == "wrong_state", rec
-    assert "measured run 2 of 2" in rec["why"] and "acceleration" not in rec
+    assert rec["admitted"] and rec["same_state_as_gold"] and rec.get("rejection") is None, rec
+    assert rec["work_ratio"] == pytest.approx(1.0, rel=0.01) and rec["work_stable"]["candidate"], rec["work"]
 
 
 def test_an_answer_that_uses_up_its_time_budget_at_scale_fails_and_is_not_left_out(backend: Any, b2_task: Any) -> None:
