@@ -173,7 +173,8 @@ class PerfJudge(Judge):
 
         started = time.monotonic()
         try:
-            with timing.bench_for(ctx.backend, spec, fixtures=ctx.task.fixtures) as bench:
+            fixtures = getattr(getattr(ctx, "task", None), "fixtures", None)
+            with timing.bench_for(ctx.backend, spec, fixtures=fixtures) as bench:
                 with quiet.measuring() as lock:
                     got = timing.measure(run, contenders, repeats, warmup=WARMUP,  # type: ignore[arg-type]
                                          checked=(timing.CANDIDATE,), reference=timing.GOLD)
