@@ -352,7 +352,10 @@ def _decorate(tnode: TaskNode, task: Task) -> None:
     for mark in task_markers(task):
         tnode.add_marker(mark)
     for value in task.metadata.values():
-        if isinstance(value, str) and 0 < len(value) <= 60:
+        # Identifiers only (a database, a procedure, a scenario code): ``-k`` matches substrings,
+        # so a phrase such as "Performance optimization" would make ``-k 'not perf'`` deselect
+        # every item of a B2 task instead of its ``perf`` item.
+        if isinstance(value, str) and 0 < len(value) <= 60 and not any(c.isspace() for c in value):
             tnode.extra_keyword_matches.add(value)
 
 

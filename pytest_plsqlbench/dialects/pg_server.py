@@ -181,10 +181,19 @@ def _template() -> Path | None:
         return None
 
 
+#: Postmaster settings of every embedded server. No background worker can start, so no
+#: parallel query worker either: every block and every CPU second of a statement is its
+#: session's backend's, which B2 measures (procarena/perf/work.py, cpu.py); a session cannot
+#: change a postmaster setting, so an answer cannot turn parallel query back on.
+SERVER_SETTINGS = "\nmax_worker_processes = 0\nmax_logical_replication_workers = 0\n"
+
+
 def _copy_template(template: Path, pgdata: Path) -> bool:
     """Fill the empty ``pgdata`` from the template, keeping owner and modes."""
     try:
         subprocess.run(["cp", "-a", f"{template}/.", f"{pgdata}/"], check=True, capture_output=True)
+        with open(pgdata / "postgresql.auto.conf", "a", encoding="utf-8") as conf:
+            conf.write(SERVER_SETTINGS)
         st = template.stat()
         os.chown(pgdata, st.st_uid, st.st_gid)
         os.chmod(pgdata, 0o700)

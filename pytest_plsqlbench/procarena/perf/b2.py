@@ -1,4 +1,5 @@
-"""pytest wiring of B2: the ``--plsql-b2-repeats`` option and the ``procarena-b2`` judge."""
+"""pytest wiring of B2: the ``--plsql-b2-repeats`` option, the ``procarena-b2`` judge, and the
+progress a long ``perf`` item shows on pytest's progress line."""
 
 from __future__ import annotations
 
@@ -42,3 +43,17 @@ def pytest_plsql_judges(config: pytest.Config) -> list:
     from .judge import PerfJudge
 
     return [PerfJudge(repeats=repeats_of(config))]
+
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    from . import progress
+
+    progress.CONFIGS.append(config)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    from . import progress
+
+    if config in progress.CONFIGS:
+        progress.CONFIGS.remove(config)

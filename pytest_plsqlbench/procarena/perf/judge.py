@@ -7,21 +7,26 @@ It runs after the task's call items, on the same worker (cumulative mode keeps t
    admitted only when every call leaves gold's state and raises as gold's does. Rejections are
    classed as Figure 4(c) does: compile failure, wrong final state, runtime error.
 2. **Measurement** -- the task's tables scaled (:mod:`.scale`) on the dialect's bench
-   (:func:`.timing.bench_for`: PostgreSQL in one transaction rolled back, Oracle restored from
-   copies, :mod:`.oracle`); gold, the degraded input and the candidate timed ``repeats`` times in
+   (:func:`.timing.bench_for`: PostgreSQL on a fresh pristine copy per run, or refilled tables
+   in one transaction rolled back; Oracle restored from copies, :mod:`.oracle`); gold, the degraded input and the candidate timed ``repeats`` times in
    rotating order (:mod:`.timing`) while holding the machine-wide measurement lock (:mod:`.quiet`); the
-   candidate's final state at scale, after every measured run, must still equal gold's (an answer
+   candidate's final state at scale, after every run (warm-ups included), must still equal gold's (an answer
    that behaves only on the small fixture, or only in some of its runs, is rejected as a wrong
    final state).
 
-The item passes when the candidate is admitted; its ``score`` is the acceleration
+The item passes when the candidate is admitted and not slower than gold beyond the interval
+(the whole acceleration interval below ``1/min_speedup`` fails it, with the numbers in the
+message; its record still counts in the metrics). Its ``score`` is the acceleration
 ``T_gold / T_cand`` and ``extra["b2"]`` holds the whole record (seconds, noise, work, ratios,
-bin, scaled row counts), from which :mod:`.metrics` computes the harmonic means and the bins.
+interval, bin, scaled row counts), from which :mod:`.metrics` computes the harmonic means and
+the bins. A timeout of gold or the degraded input counts as *not measured* only when it
+happened before the answer first ran; after it, it is the answer's failure.
 """
 
 from __future__ import annotations
 
 import logging
+import statistics
 import time
 import weakref
 from typing import Any
@@ -34,11 +39,16 @@ from ...tasks import UnitTest
 from .. import failure_types as ft
 from .. import state as st
 from . import metrics as bm
-from . import quiet, timing
+from . import progress, quiet, timing
 
 log = logging.getLogger(__name__)
 
 KIND = "procarena-b2"
+#: Unmeasured rounds before the measured ones (each contender; the answer's are checked).
+WARMUP = 2
+CRITERION = "median CPU seconds of the server backend (wall seconds where unreadable); work: buffers"
+
+
 def _harness_time(session: Any, action: Any) -> None:
     """Run the harness's ``action`` (starting a fresh copy) off the answer's time budget: the
     session's deadline moves by what it took."""
@@ -95,7 +105,7 @@ class PerfJudge(Judge):
         gold = cache[key]
         record: dict[str, Any] = {"dialect": ctx.task.dialect, "pattern": spec.b2.pattern, "admitted": False,
                                   "rejection": None, "min_speedup": spec.b2.min_speedup,
-                                  "scale_rows": spec.b2.scale_rows, "criterion": "median seconds; work: scans"}
+                                  "scale_rows": spec.b2.scale_rows, "criterion": CRITERION}
         if gold.error:
             record["rejection"] = "not_measured"
             record["why"] = gold.error
@@ -144,6 +154,7 @@ class PerfJudge(Judge):
         contenders = {timing.GOLD: (timing.GOLD, spec.gold), timing.BASELINE: (timing.BASELINE, spec.b2.degraded),
                       timing.CANDIDATE: (timing.CANDIDATE, answer)}
         spent = 0.0  # the answer's own run time in the measurement
+        done, total = [0], len(contenders) * (repeats + WARMUP)
         budget: float | None = None  # what was left of the task's budget when the measurement began
 
         def run(contender: tuple[str, str], keep_state: bool) -> timing.Run:
@@ -153,6 +164,9 @@ class PerfJudge(Judge):
             # the budget up made the next gold run fail at once: "not measured", infrastructure;
             # and counting gold's time against it failed a right answer next to a slow baseline.)
             label, code = contender
+            done[0] += 1
+            if done[0] == 1 or done[0] % 3 == 0 or done[0] == total:
+                progress.progress(f" [perf {done[0]}/{total}]")
             session: Any = getattr(bench, "session", None)
             if not hasattr(session, "deadline"):
                 return bench.run(code, keep_state)
@@ -161,61 +175,91 @@ class PerfJudge(Judge):
             deadline = session.deadline
             t0 = time.monotonic()
             session.deadline = t0 + budget - spent if label == timing.CANDIDATE and budget is not None else None
+            result: timing.Run | None = None
             try:
-                return bench.run(code, keep_state)
+                result = bench.run(code, keep_state)
+                return result
             finally:
                 if label == timing.CANDIDATE:
-                    spent += time.monotonic() - t0
+                    # the run itself, not the harness's setup of it (a fresh copy, the warm-up read)
+                    took = result.wall_s if result is not None and result.wall_s is not None else None
+                    spent += took if took is not None else time.monotonic() - t0
                 session.deadline = deadline
 
+        started = time.monotonic()
         try:
-            with timing.bench_for(ctx.backend, spec) as bench:
+            fixtures = getattr(getattr(ctx, "task", None), "fixtures", None)
+            with timing.bench_for(ctx.backend, spec, fixtures=fixtures) as bench:
                 with quiet.measuring() as lock:
-                    got = timing.measure(run, contenders, repeats, checked=(timing.CANDIDATE,),  # type: ignore[arg-type]
-                                         reference=timing.GOLD)
+                    got = timing.measure(run, contenders, repeats, warmup=WARMUP,  # type: ignore[arg-type]
+                                         checked=(timing.CANDIDATE,), reference=timing.GOLD)
         except timing.NotMeasured as exc:
             return {"admitted": True, "acceleration": None, "why": f"timing not measured: {exc}"}
-        gold, cand = got[timing.GOLD], got[timing.CANDIDATE]
+        gold, cand, base = got[timing.GOLD], got[timing.CANDIDATE], got[timing.BASELINE]
         reference = gold.first_run
         not_measured = {"admitted": True, "acceleration": None, "rejection": "not_measured",
                         "why": "gold or the degraded input ran past the statement timeout at the task's scale "
                                "(--plsql-timeout, or a smaller b2.scale_rows)"}
         if reference is None or reference.timed_out:
             return not_measured  # gold itself, on the scaled tables before anything else ran
-        if any(r.timed_out for r in cand.runs):  # the answer's own limits are its failure
+        if any(r.timed_out for r in cand.warmups + cand.runs):  # the answer's own limits are its failure
             return {"admitted": False, "rejection": "runtime",
                     "why": "a call ran past the statement timeout, or the task's time budget ran out, at the task's scale"}
         out: dict[str, Any] = {
             "repeats": repeats,
+            "clock": getattr(bench, "CLOCK", "wall"),
             "measure": bench.MEASURE,
             "work_source": bench.counter_source,
+            "parallel_query": getattr(bench, "parallel", ""),
             "scaled": dict(bench.plan.counts),
             "scale_notes": list(bench.plan.notes),
             "waited_s": round(lock["waited_s"], 3),
+            "runs": done[0],
+            "runs_per_s": round(done[0] / max(time.monotonic() - started, 1e-9), 3),
             "seconds": {k: m.median_s for k, m in got.items()},
             "runs_s": {k: m.seconds for k, m in got.items()},
+            "wall_s": {k: [r.wall_s for r in m.runs] for k, m in got.items()},
             "noise": {k: m.noise for k, m in got.items()},
             "work": {k: dict(m.work.counts) for k, m in got.items()},
             "work_stable": {k: m.work_stable for k, m in got.items()},
         }
-        # Every measured run of the candidate, not only its first, against gold's first run --
-        # before any timeout of gold's or the degraded input's later runs counts: the candidate's
-        # runs leave growth behind that those runs meet, and a wrong answer that slowed them past
-        # the timeout would otherwise be left out of the metrics instead of rejected.
-        wrong = next((n for n, r in enumerate(cand.runs, 1)
+        if getattr(bench, "clock", None) is not None and bench.clock.why:
+            out["clock_note"] = bench.clock.why
+        # Every run of the candidate -- its warm-ups and its measured runs -- against gold's
+        # first run, before any timeout of gold's or the degraded input's later runs counts.
+        checked = [("warm-up", n, r) for n, r in enumerate(cand.warmups, 1)] + \
+                  [("measured", n, r) for n, r in enumerate(cand.runs, 1)]
+        wrong = next(((kind, n, r) for kind, n, r in checked
                       if r.state != reference.state or r.raised != reference.raised), None)
         if wrong is not None:
-            bad = cand.runs[wrong - 1]
+            kind, n, bad = wrong
             diffs = [] if bad.install_error else st.diff(reference.state or {}, bad.state or {})
             problem = (f"the answer failed to install: {bad.install_error}" if bad.install_error
                        else diffs[0] if diffs else "the calls raised differently")
+            total = len(cand.warmups) if kind == "warm-up" else len(cand.runs)
             out.update(admitted=False, rejection="wrong_state", same_state_as_gold=False,
-                       why=f"at the task's scale, measured run {wrong} of {len(cand.runs)}: {problem}")
+                       why=f"at the task's scale, {kind} run {n} of {total}: {problem}")
             return out
-        if any(r.timed_out for m in (gold, got[timing.BASELINE]) for r in m.runs):
-            return not_measured
+        late = [m.label for m in (gold, base) if any(r.timed_out for r in m.runs)]
+        if late:
+            # Before the answer first ran, gold's and the degraded input's runs were on time: a
+            # timeout after it is the answer's doing (each run starts from fresh tables, so only
+            # what the answer left outside them could cause it), never "not measured".
+            early = [m.label for m in (gold, base)
+                     if any(r.timed_out and not r.after_checked for r in m.runs)]
+            if early:
+                return not_measured
+            return {"admitted": False, "rejection": "runtime",
+                    "why": f"{' and '.join(late)} ran past the statement timeout after the answer ran, "
+                           "and not before it: the answer slowed the runs after its own"}
         out["same_state_as_gold"] = True
-        out.update(bm.task_figures(out["seconds"], {k: m.work.value for k, m in got.items()}, spec.b2.min_speedup))
+        pairs = timing.paired_ratios(gold, cand)
+        paired = {name: statistics.median(rs) for name, rs in (
+            ("acceleration", pairs), ("acceleration_vs_baseline", timing.paired_ratios(base, cand)),
+            ("baseline_acceleration", timing.paired_ratios(base, gold))) if rs}
+        interval = timing.ratio_interval(pairs, paired["acceleration"]) if pairs else None
+        out.update(bm.task_figures(out["seconds"], {k: m.work.value for k, m in got.items()}, spec.b2.min_speedup,
+                                   interval, paired))
         return out
 
     def judge(self, ctx: JudgeContext, turn: int, test: UnitTest, execution: Execution) -> TestOutcome:
@@ -231,11 +275,18 @@ class PerfJudge(Judge):
         elif record.get("acceleration") is None:
             out = TestOutcome(turn, test.id, True, message=str(record.get("why") or ""))
         else:
-            out = TestOutcome(
-                turn, test.id, True, score=float(record["acceleration"]),
-                message=(f"acceleration {record['acceleration']:.2f}, work ratio {record['work_ratio']:.3f} "
-                         f"({record['bin']}); vs degraded input {record['acceleration_vs_baseline']:.2f} / "
-                         f"{record['work_ratio_vs_baseline']:.3f}"))
+            low, high = record["acceleration_interval"]
+            text = (f"acceleration {record['acceleration']:.2f} (interval {low:.2f}-{high:.2f}, "
+                    f"{record['clock']} time), work ratio {record['work_ratio']:.3f}, bin "
+                    f"{bm.BIN_LABELS[record['bin']]}; vs degraded input {record['acceleration_vs_baseline']:.2f} / "
+                    f"{record['work_ratio_vs_baseline']:.3f}")
+            if record.get("slower"):
+                # Slower than gold beyond the interval: a failed item; the metrics still take
+                # its ratios (the record stays admitted).
+                out = TestOutcome(turn, test.id, False, outcomes.WRONG_OUTPUT,
+                                  f"B2: the answer is slower than gold: {text}", score=float(record["acceleration"]))
+            else:
+                out = TestOutcome(turn, test.id, True, score=float(record["acceleration"]), message=text)
         out.extra["b2"] = record
         return out
 

@@ -1,6 +1,7 @@
 """B2's numbers (paper §5.1, §5.3, Figure 4): ratios per task, harmonic means and speedup bins.
 
-Per admitted task: acceleration ``T_gold / T_cand`` (median seconds) and work ratio
+Per admitted task: acceleration ``T_gold / T_cand`` (the median over the rounds of the two
+contenders' paired ratios, see :mod:`.timing`; the ratio of median seconds without rounds) and work ratio
 ``W_gold / W_cand`` (the deterministic counter), both oriented so that 1.0 = as good as gold and
 larger is better; the same two against the degraded baseline (``T_base / T_cand``,
 ``W_base / W_cand``). A zero count is counted as one (a run that scans nothing at all).
@@ -10,6 +11,11 @@ much as the win it would hide: the mean of 4.0 and 0.25 is 0.47, not 2.1); Figur
 of the acceleration with the task's ``min_speedup`` m as the threshold of "faster":
 ``slower`` < 1/m <= ``matched`` < m <= ``1.1-2x`` < 2 <= ``2-10x`` < 10 <= ``>10x``; and
 Figure 4(c)'s gate rejections: compile failure, wrong final state, runtime error.
+
+A task's bin is that of its acceleration *interval* (:func:`.timing.median_interval` over the
+rounds' paired ratios): it is assigned only when the whole interval lies inside one bin, and is
+``within noise`` otherwise -- a bin narrower than the measurement's noise would rank noise.
+The ratios themselves stay continuous (the harmonic means use them whatever the bin).
 """
 
 from __future__ import annotations
@@ -18,8 +24,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 FAMILY = "procarena-b2"
-BINS = ("slower", "matched", "1.1-2x", "2-10x", ">10x")
-BIN_LABELS = {"slower": "slower", "matched": "matched", "1.1-2x": "1.1–2×", "2-10x": "2–10×", ">10x": ">10×"}
+BINS = ("slower", "matched", "1.1-2x", "2-10x", ">10x", "noise")
+BIN_LABELS = {"slower": "slower", "matched": "matched", "1.1-2x": "1.1–2×", "2-10x": "2–10×", ">10x": ">10×",
+              "noise": "within noise"}
 REJECTIONS = ("compile", "wrong_state", "runtime")
 REJECTION_LABELS = {"compile": "compile failure", "wrong_state": "wrong final state", "runtime": "runtime error"}
 #: The name of the item that carries a B2 task's measurement (one per task, after its calls).
@@ -58,6 +65,12 @@ def speedup_bin(speedup: float, min_speedup: float = 1.1) -> str:
     return ">10x"
 
 
+def interval_bin(low: float, high: float, min_speedup: float = 1.1) -> str:
+    """The bin holding the whole interval ``[low, high]``; ``noise`` when it straddles a border."""
+    first, last = speedup_bin(low, min_speedup), speedup_bin(high, min_speedup)
+    return first if first == last else "noise"
+
+
 def gate_rejection(failure_types: Iterable[str | None]) -> str | None:
     """Which gate rejected a candidate, from the failure type of its first failing call (§5.5
     types of the Direct judge): Schema/Contract = compile failure (it does not install, or does
@@ -74,16 +87,29 @@ def gate_rejection(failure_types: Iterable[str | None]) -> str | None:
     return None
 
 
-def task_figures(seconds: Mapping[str, float], work: Mapping[str, int], min_speedup: float) -> dict[str, Any]:
-    """The ratios of one admitted task from the contenders' median seconds and work ``W``."""
-    acc = ratio(seconds["gold"], seconds["candidate"])
+def task_figures(seconds: Mapping[str, float], work: Mapping[str, int], min_speedup: float,
+                 interval: Sequence[float] | None = None, paired: Mapping[str, float] | None = None) -> dict[str, Any]:
+    """The ratios of one admitted task from the contenders' seconds and work ``W``.
+
+    ``paired``: the time ratios as medians of the rounds' paired ratios (keys ``acceleration``,
+    ``acceleration_vs_baseline``, ``baseline_acceleration``), used instead of the ratios of the
+    median seconds; ``interval``: the acceleration's (low, high), widened to hold the point
+    estimate; without one, the point itself (an interval of width 0)."""
+    paired = paired or {}
+    acc = paired.get("acceleration", ratio(seconds["gold"], seconds["candidate"]))
+    low, high = (acc, acc) if interval is None else (min(float(interval[0]), acc), max(float(interval[1]), acc))
     return {
         "acceleration": acc,
+        "acceleration_interval": [low, high],
         "work_ratio": work_ratio(work["gold"], work["candidate"]),
-        "acceleration_vs_baseline": ratio(seconds["baseline"], seconds["candidate"]),
+        "acceleration_vs_baseline": paired.get("acceleration_vs_baseline",
+                                               ratio(seconds["baseline"], seconds["candidate"])),
         "work_ratio_vs_baseline": work_ratio(work["baseline"], work["candidate"]),
-        "baseline_acceleration": ratio(seconds["baseline"], seconds["gold"]),  # how much gold gains
-        "bin": speedup_bin(acc, min_speedup),
+        # how much gold gains
+        "baseline_acceleration": paired.get("baseline_acceleration", ratio(seconds["baseline"], seconds["gold"])),
+        "bin": interval_bin(low, high, min_speedup),
+        #: the perf item fails: the answer is slower than gold beyond the interval
+        "slower": high < 1.0 / float(min_speedup),
     }
 
 
@@ -177,7 +203,8 @@ def html(name: str, m: Mapping[str, Any]) -> str:
 
     if not m.get("tasks"):
         return ""
-    colours = {"slower": "#c0392b", "matched": "#95a5a6", "1.1-2x": "#7fb3d5", "2-10x": "#2e86c1", ">10x": "#1b4f72"}
+    colours = {"slower": "#c0392b", "matched": "#95a5a6", "1.1-2x": "#7fb3d5", "2-10x": "#2e86c1", ">10x": "#1b4f72",
+               "noise": "#d5d8dc"}
     rows = ""
     for d, c in (m.get("by_dialect") or {}).items():
         total = max(c["admitted"], 1)

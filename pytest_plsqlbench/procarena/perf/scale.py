@@ -250,6 +250,67 @@ def to_text(value: Any) -> str | None:
 # --------------------------------------------------------------------------- PostgreSQL
 ANALYZER_SCHEMA = "plsqlbench_b2"
 ANALYZER = f"{ANALYZER_SCHEMA}.analyze_schema"
+STASH = f"{ANALYZER_SCHEMA}.stash_tables"
+REFILL = f"{ANALYZER_SCHEMA}.refill_tables"
+
+#: Copies of the scaled tables, made once per bench in the candidate's transaction by their
+#: owner (the candidate cannot read or change them), and the registry of what was copied; named
+#: after the backend so that benches of workers sharing a database never wait on each other.
+_STASH_FN = f"""CREATE OR REPLACE FUNCTION {STASH}(p_tables text[]) RETURNS void
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $f$
+DECLARE reg text := 'stash_' || pg_backend_pid(); t text; n int := 0; cols text; s record;
+BEGIN
+  EXECUTE format('CREATE TABLE {ANALYZER_SCHEMA}.%I (ord int, rel regclass, copy text, cols text)', reg);
+  EXECUTE format('CREATE TABLE {ANALYZER_SCHEMA}.%I (seq regclass, last_value int8, is_called bool)', reg || '_seq');
+  FOREACH t IN ARRAY p_tables LOOP
+    n := n + 1;
+    SELECT string_agg(quote_ident(attname), ', ' ORDER BY attnum) INTO cols FROM pg_attribute
+     WHERE attrelid = t::regclass AND attnum > 0 AND NOT attisdropped AND attgenerated = '';
+    EXECUTE format('CREATE TABLE {ANALYZER_SCHEMA}.%I AS SELECT %s FROM %s', reg || '_' || n, cols, t::regclass);
+    EXECUTE format('INSERT INTO {ANALYZER_SCHEMA}.%I VALUES ($1, $2, $3, $4)', reg) USING n, t::regclass, reg || '_' || n, cols;
+  END LOOP;
+  FOR s IN SELECT c.oid::regclass AS seq FROM pg_class c
+            WHERE c.relkind = 'S' AND c.relnamespace IN (SELECT relnamespace FROM pg_class
+                                                          WHERE oid = ANY (p_tables::regclass[])) LOOP
+    EXECUTE format('INSERT INTO {ANALYZER_SCHEMA}.%I SELECT %L::regclass, last_value, is_called FROM %s',
+                   reg || '_seq', s.seq, s.seq);
+  END LOOP;
+END $f$"""
+
+#: Put the scaled state back into fresh files: TRUNCATE gives every table (and its indexes) a
+#: new, empty file inside the run's subtransaction, the rows come back from the copies in the
+#: same physical order, the planner statistics are taken again (a full sample at B2's sizes:
+#: the same statistics every time), the sequences are set back. The run's rollback drops those
+#: files with everything the run left in them. User triggers do not fire for the refill.
+_REFILL_FN = f"""CREATE OR REPLACE FUNCTION {REFILL}() RETURNS void
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $f$
+DECLARE reg text := 'stash_' || pg_backend_pid(); r record; list text;
+BEGIN
+  EXECUTE format('SELECT string_agg(rel::text, '', '' ORDER BY ord) FROM {ANALYZER_SCHEMA}.%I', reg) INTO list;
+  FOR r IN EXECUTE format('SELECT rel FROM {ANALYZER_SCHEMA}.%I ORDER BY ord', reg) LOOP
+    EXECUTE format('ALTER TABLE %s DISABLE TRIGGER USER', r.rel);
+  END LOOP;
+  EXECUTE 'TRUNCATE ' || list;
+  FOR r IN EXECUTE format('SELECT rel, copy, cols FROM {ANALYZER_SCHEMA}.%I ORDER BY ord', reg) LOOP
+    EXECUTE format('INSERT INTO %s (%s) OVERRIDING SYSTEM VALUE SELECT %s FROM {ANALYZER_SCHEMA}.%I',
+                   r.rel, r.cols, r.cols, r.copy);
+    EXECUTE format('ALTER TABLE %s ENABLE TRIGGER USER', r.rel);
+    EXECUTE format('ANALYZE %s', r.rel);
+  END LOOP;
+  FOR r IN EXECUTE format('SELECT seq, last_value, is_called FROM {ANALYZER_SCHEMA}.%I', reg || '_seq') LOOP
+    PERFORM setval(r.seq, r.last_value, r.is_called);
+  END LOOP;
+END $f$"""
+
+
+def pg_stash(conn: Any, tables: Sequence[str]) -> None:
+    """Copy the scaled tables (``schema.table``, parents first) for :func:`pg_refill`."""
+    conn.execute(f"SELECT {STASH}(%s)", (list(tables),))
+
+
+def pg_refill(conn: Any) -> None:
+    """Every stashed table back to its scaled rows, in fresh files (see :data:`_REFILL_FN`)."""
+    conn.execute(f"SELECT {REFILL}()")
 
 
 def install_analyzer(admin: Any, role: str) -> bool:
@@ -269,10 +330,14 @@ def install_analyzer(admin: Any, role: str) -> bool:
                 "FOR t IN SELECT c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
                 "WHERE n.nspname = p_schema AND c.relkind IN ('r', 'p') ORDER BY 1 LOOP "
                 "EXECUTE format('ANALYZE %I.%I', p_schema, t.relname); END LOOP; END $f$")
-            admin.execute(f"REVOKE ALL ON FUNCTION {ANALYZER}(text) FROM PUBLIC")
+            admin.execute(_STASH_FN)
+            admin.execute(_REFILL_FN)
+            for fn in (f"{ANALYZER}(text)", f"{STASH}(text[])", f"{REFILL}()"):
+                admin.execute(f"REVOKE ALL ON FUNCTION {fn} FROM PUBLIC")
             admin.execute(pgsql.SQL("GRANT USAGE ON SCHEMA {} TO {}").format(
                 pgsql.Identifier(ANALYZER_SCHEMA), pgsql.Identifier(role)))
-            admin.execute(pgsql.SQL(f"GRANT EXECUTE ON FUNCTION {ANALYZER}(text) TO {{}}").format(pgsql.Identifier(role)))
+            for fn in (f"{ANALYZER}(text)", f"{STASH}(text[])", f"{REFILL}()"):
+                admin.execute(pgsql.SQL(f"GRANT EXECUTE ON FUNCTION {fn} TO {{}}").format(pgsql.Identifier(role)))
         return True
     except Exception as exc:  # noqa: BLE001 - a --plsql-dsn user that does not own the fixtures
         log.warning("B2: planner statistics cannot be refreshed after scaling (%s)", str(exc).strip())
@@ -290,7 +355,8 @@ def revoke_analyzer(admin: Any, role: str) -> None:
 
     try:
         with admin.transaction():
-            admin.execute(pgsql.SQL(f"REVOKE EXECUTE ON FUNCTION {ANALYZER}(text) FROM {{}}").format(pgsql.Identifier(role)))
+            for fn in (f"{ANALYZER}(text)", f"{STASH}(text[])"):  # the refill stays: it runs before every run
+                admin.execute(pgsql.SQL(f"REVOKE EXECUTE ON FUNCTION {fn} FROM {{}}").format(pgsql.Identifier(role)))
     except Exception as exc:  # noqa: BLE001 - logged; the grant stays, as it was before this call
         log.warning("B2: could not revoke the analyzer from %s (%s)", role, str(exc).strip())
 

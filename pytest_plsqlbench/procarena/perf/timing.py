@@ -1,55 +1,48 @@
-"""The measurement protocol (paper §5.3): every contender timed ``repeats`` times from the same
-scaled state, in rotating order.
+"""The measurement protocol (paper §5.3; issue 31): every contender timed ``repeats`` times,
+each run from the same scaled state, in rotating order.
 
 Contenders are gold (the reference), the degraded input handed to the model (the baseline) and
 the candidate. Round ``k`` starts with contender ``k mod n`` (gold, baseline, candidate;
-baseline, candidate, gold; ...), so each is first, middle and last in turn and the cache warmth
-one leaves behind favours none. A run is: install the contender's script, then the whole call
-suite, timed together (an answer cannot move work into its installation script), with its
-work counted (:mod:`.work`); then the scaled state is restored (PostgreSQL: rollback to a
-savepoint taken after scaling; Oracle: the scaled rows put back from copies, :mod:`.oracle`).
-Two unmeasured warm-up rounds precede the measured ones. :func:`bench_for` is the one place
-that picks the dialect's bench; every bench has the same interface (a context manager with
-``run(code, keep_state) -> Run``, ``plan``, ``MEASURE`` and ``counter_source``).
-Reported per contender: the median time, the noise (slowest
-run / fastest run) and the work of its runs (the same number every run when the counter is
-deterministic; ``work_stable`` says whether it was).
+baseline, candidate, gold; ...), so each is first, middle and last in turn. A run is: install
+the contender's script, then the whole call suite, timed together (an answer cannot move work
+into its installation script), with its work counted (:mod:`.work`). Every run starts from a
+state no earlier run touched: on the embedded server a fresh pristine copy of the scaled
+database per run (:mod:`.fresh`); on a ``--plsql-dsn`` server tables refilled into fresh files
+inside one transaction (:class:`PgBench`); Oracle: the scaled rows put back from copies
+(:mod:`.oracle`). The time is the bench's clock: the backend's CPU time where it can be read
+(:mod:`.cpu`), wall-clock seconds otherwise (``CLOCK``). Two warm-up rounds precede the measured
+ones; the answer's are checked like its measured runs. :func:`bench_for` is the one place that
+picks the bench; every bench has the same interface (a context manager with ``run(code,
+keep_state) -> Run``, ``plan``, ``MEASURE`` and ``counter_source``).
+
+Reported per contender: the median time, the noise (slowest run / fastest run) and the work of
+its runs (the same number every run: ``work_stable`` says whether it was). The acceleration is
+the median of the rounds' paired ratios (:func:`paired_ratios`), with a distribution-free
+interval (:func:`ratio_interval`).
 """
 
 from __future__ import annotations
 
+import logging
 import statistics
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from .runs import NotMeasured, Run
 from .work import PG_MEASURE, Work
 
 GOLD, BASELINE, CANDIDATE = "gold", "baseline", "candidate"
-
-
-class NotMeasured(Exception):
-    """The bench cannot measure on this database (the message says why and what to do)."""
-
-
-@dataclass
-class Run:
-    """One contender's run: time, work, what each call raised (None: nothing), and the state."""
-
-    seconds: float
-    work: Work
-    raised: tuple[str | None, ...] = ()
-    install_error: str | None = None
-    state: Any = None
-    #: A statement ran past the statement timeout: the contender is not run again.
-    timed_out: bool = False
+log = logging.getLogger(__name__)
 
 
 @dataclass
 class Measurement:
     label: str
     runs: list[Run] = field(default_factory=list)
+    #: The unmeasured warm-up runs (kept for the checked contender, whose warm-ups are checked).
+    warmups: list[Run] = field(default_factory=list)
     #: The reference contender's first run of all, state kept: on the scaled tables as scaling
     #: left them, before any other contender's run (see :func:`measure`).
     first_run: Run | None = None
@@ -89,6 +82,49 @@ class Measurement:
         }
 
 
+def paired_ratios(reference: Measurement, other: Measurement) -> list[float]:
+    """``T_reference / T_other`` of each round (the two ran next to each other, in one round):
+    the pairing cancels what drifts between rounds."""
+    return [a.seconds / b.seconds if b.seconds > 0 else float("inf")
+            for a, b in zip(reference.runs, other.runs)]
+
+
+#: Fewer rounds than this have no spread to measure: the interval is then the point widened by
+#: :data:`NOISE_FLOOR` each way (the run-to-run spread of CPU time seen on a loaded 2-core
+#: machine, docs/procarena-b2.md), so one round never reads "slower" on its noise alone.
+MIN_ROUNDS = 3
+NOISE_FLOOR = 1.25
+
+
+def ratio_interval(ratios: Sequence[float], point: float) -> tuple[float, float]:
+    """The interval of an acceleration from the rounds' paired ratios, holding ``point``."""
+    if len(ratios) < MIN_ROUNDS:
+        return point / NOISE_FLOOR, point * NOISE_FLOOR
+    low, high = median_interval(ratios)
+    return min(low, point), max(high, point)
+
+
+def median_interval(values: Sequence[float], confidence: float = 0.9) -> tuple[float, float]:
+    """A distribution-free interval for the median of ``values``: the order statistics
+    ``(x_(j), x_(n+1-j))`` with the largest ``j`` whose coverage ``1 - 2 P(Binom(n, 1/2) < j)``
+    is still at least ``confidence`` (n = 5: the smallest and the largest, 93.75 %; fewer than
+    5 runs cannot reach 90 %, and get the whole range)."""
+    from math import comb
+
+    xs = sorted(values)
+    n = len(xs)
+    if not n:
+        raise ValueError("no values")
+
+    def coverage(j: int) -> float:
+        return 1.0 - 2.0 * sum(comb(n, i) for i in range(j)) / 2 ** n
+
+    j = 1
+    while j + 1 <= (n + 1) // 2 and coverage(j + 1) >= confidence:
+        j += 1
+    return xs[j - 1], xs[n - j]
+
+
 def rotation(labels: Sequence[str], repeats: int) -> list[list[str]]:
     """The order of each round: round k starts with ``labels[k % n]``."""
     n = len(labels)
@@ -116,8 +152,13 @@ def measure(run: Callable[[str, bool], Run], contenders: Mapping[str, str], repe
     out = {label: Measurement(label) for label in contenders}
     stopped: set[str] = set()  # a contender that hit the statement timeout runs no more
 
+    ran_checked = False
+
     def once(label: str, first: bool) -> Run:
+        nonlocal ran_checked
         result = run(contenders[label], first)
+        result.after_checked = ran_checked
+        ran_checked = ran_checked or label in checked
         if result.timed_out:
             stopped.add(label)
         return result
@@ -129,10 +170,12 @@ def measure(run: Callable[[str, bool], Run], contenders: Mapping[str, str], repe
     for _ in range(warmup):
         for label in order:
             if label not in stopped:
-                keep = label == reference and out[label].first_run is None
-                warm = once(label, keep)
-                if keep:
+                first_of_reference = label == reference and out[label].first_run is None
+                warm = once(label, first_of_reference or label in checked)
+                if first_of_reference:
                     out[label].first_run = warm
+                if label in checked:
+                    out[label].warmups.append(warm)
                 if warm.timed_out:
                     out[label].runs.append(warm)
     for turn in rotation(order, repeats):
@@ -149,12 +192,20 @@ def measure(run: Callable[[str, bool], Run], contenders: Mapping[str, str], repe
     return out
 
 
-def bench_for(backend: Any, spec: Any, *, hold: bool = False) -> Any:
+def bench_for(backend: Any, spec: Any, *, hold: bool = False, fixtures: Sequence[Any] | None = None) -> Any:
     """The bench of ``backend``'s dialect for a B2 task (``spec``: its ProcSpec). ``hold``:
     keep the task's schema to this worker (outside a task run, where the call-suite judge does
-    not hold it already; only a database workers share needs it)."""
+    not hold it already; only a database workers share needs it). PostgreSQL: on the embedded
+    server (with the task's ``fixtures``) every run on a fresh pristine copy
+    (:class:`.fresh.PgFreshBench`); on a ``--plsql-dsn`` server one transaction whose tables are
+    refilled into fresh files before every run (:class:`PgBench`)."""
     b2 = spec.b2
     if backend.dialect == "postgres":
+        store = getattr(backend, "pristines", None)
+        if fixtures is not None and store is not None and store.available:
+            from .fresh import PgFreshBench
+
+            return PgFreshBench(backend, spec.schema, spec.calls, b2.scale_rows, b2.scale, fixtures)
         return PgBench(backend, spec.schema, spec.calls, b2.scale_rows, b2.scale)
     if backend.dialect == "oracle":
         from .oracle import OraBench
@@ -175,12 +226,14 @@ class PgBench:
 
     Guarantee: everything -- the generated rows, every contender's procedure and writes -- happens
     inside one transaction that is rolled back when the bench closes; each run starts from the
-    savepoint taken right after scaling.
+    savepoint taken right after scaling, on tables refilled into fresh files
+    (:func:`.scale.install_refill`): no run meets a row version, index entry or page an earlier
+    run left. Time is the backend's CPU time where the harness can read it (:mod:`.cpu`).
     """
 
     SAVEPOINT = "plsql_b2_scaled"
     MEASURE = PG_MEASURE
-    counter_source = "pg_stat_xact_user_tables"
+    counter_source = "pg_stat_get_xact_blocks_fetched"
 
     def __init__(self, backend: Any, schema: str, calls: Sequence[str], scale_rows: int,
                  scale: Mapping[str, int] | None = None, seed: int = 0, scratch: str = "answers") -> None:
@@ -192,8 +245,15 @@ class PgBench:
         self.seed = seed
         self.scratch = scratch
         self.plan: Any = None
+        self.clock: Any = None
+        self.parallel = ""
+
+    @property
+    def CLOCK(self) -> str:  # noqa: N802 - read like MEASURE
+        return self.clock.kind if self.clock is not None else "wall"
 
     def __enter__(self) -> PgBench:
+        from . import cpu
         from . import scale as sc
 
         analyze = self.analyze = sc.install_analyzer(self.backend.admin, self.backend.role)
@@ -203,10 +263,21 @@ class PgBench:
             self.conn = self.session.conn
             try:
                 self.plan = sc.pg_scale(self.conn, self.schema, self.scale_rows, self.scale, self.seed, analyze=analyze)
+                if not analyze:
+                    raise NotMeasured("the harness's account cannot create the B2 helper functions (it must own the "
+                                      "task's tables): each run cannot start from fresh copies of them")
+                sc.pg_stash(self.conn, self.plan.order)
             finally:
-                if analyze:  # the candidate calls it only here, before any answer runs
+                if analyze:  # the candidate calls them only here, before any answer runs
                     sc.revoke_analyzer(self.backend.admin, self.backend.role)
             self.conn.execute(f"SAVEPOINT {self.SAVEPOINT}")
+            workers = int(self.conn.execute("SELECT current_setting('max_worker_processes')::int").fetchone()[0])
+            self.parallel = ("impossible (max_worker_processes = 0)" if workers == 0 else
+                             "turned off for every run (SET LOCAL max_parallel_workers_per_gather = 0)")
+            self.clock = cpu.backend_clock(self.conn.info.backend_pid,
+                                           lambda: self.conn.execute(cpu.CHECK_SQL).fetchone())
+            if self.clock.why:
+                log.warning("B2 timing on wall-clock time: %s", self.clock.why)
         except BaseException:
             self.session.end_task()
             raise
@@ -220,11 +291,15 @@ class PgBench:
         from .. import state as st
         from .work import pg_counts
 
+        from .scale import pg_refill
+
         conn = self.conn
         try:
+            pg_refill(conn)
             conn.execute("SET LOCAL max_parallel_workers_per_gather = 0")
             before = pg_counts(conn)
-            t0 = time.perf_counter()
+            clock = self.clock.read
+            t0, c0 = time.perf_counter(), clock()
             install = self.session.run(code, isolated=False, phase="install")
             raised: list[str | None] = []
             timed_out = install.error is not None and install.error.failure_class == outcomes.TIMEOUT
@@ -235,11 +310,15 @@ class PgBench:
                     if done.error is not None and done.error.failure_class == outcomes.TIMEOUT:
                         timed_out = True
                         break
-            seconds = time.perf_counter() - t0
+            wall = time.perf_counter() - t0
+            try:
+                seconds = clock() - c0
+            except OSError:  # the session had to reconnect (a timeout): that backend is gone
+                seconds = wall
             work = pg_counts(conn) - before
             state = st.pg_snapshot(conn, [self.schema, self.scratch]) if keep_state and install.error is None else None
             error = install.error.short() if install.error is not None else None
-            return Run(seconds, work, tuple(raised), error, state, timed_out)
+            return Run(seconds, work, tuple(raised), error, state, timed_out, wall_s=wall)
         finally:
             conn.execute(f"ROLLBACK TO SAVEPOINT {self.SAVEPOINT}")
             # What a rollback leaves of a run in the session: nothing a later run may read back

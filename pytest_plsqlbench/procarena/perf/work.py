@@ -1,31 +1,28 @@
 """A deterministic work counter: what the database did for a run, not how long it took.
 
-PostgreSQL -- the table statistics of the run's own backend, read before and after the run
-inside the measuring transaction, summed over every user table (the task's, the answer's
-scratch tables, temporary tables still present at the end of the run):
+PostgreSQL -- buffers: every block of a user relation (table, index, TOAST, the answer's own
+tables while they exist) that the run's backend asked the buffer manager for, found in shared
+buffers or read in (``pg_stat_get_xact_blocks_fetched`` summed over ``pg_class`` rows with a
+user oid, read before and after the run inside the measuring transaction: the backend's own
+pending counts, which it flushes only between transactions). This is the measure ``W``
+(ProcArena's records: ``measure: buffers``). Why buffers, not scans (the measure before issue
+31): a scan count can be lowered without doing less -- one scan that reads everything, a TID or
+TID-range scan (which counts no scan at all) -- while every block a procedure touches, in its
+own statements, in triggers and in the functions it calls (all run in the same backend), is a
+fetched buffer. Repeatable because every run starts from the same physical tables
+(:class:`.timing.PgBench` refills them into fresh files before each run): the same plans over
+the same pages fetch the same blocks, run after run, exactly. Also reported: ``scans`` =
+``seq_scan + idx_scan`` (the old measure), ``tuples`` = ``seq_tup_read + idx_tup_fetch``,
+``writes`` = ``n_tup_ins + n_tup_upd + n_tup_del`` (``pg_stat_xact_user_tables``).
 
-* ``scans``  = ``seq_scan + idx_scan`` -- every sequential or index scan started, including each
-  rescan of a nested loop's inner side: one per-row lookup is one scan, one set-based statement
-  is a few. This is the measure ``W`` (ProcArena's records: ``measure: scans``).
-* ``tuples`` = ``seq_tup_read + idx_tup_fetch`` -- live rows returned by those scans. Reported,
-  not used as ``W``: a scan that stops at the first match (``SELECT ... INTO``) returns as many
-  rows as lie before the match *physically*, and row versions left by earlier rolled-back runs
-  move rows around, so this count varies a little between runs of the same procedure.
-* ``writes`` = ``n_tup_ins + n_tup_upd + n_tup_del`` -- rows written.
-
-Why these are faithful and repeatable: ``pg_stat_xact_user_tables`` holds the backend's counts
-not yet flushed to the shared statistics, and a backend flushes only between transactions, so
-within the measuring transaction the difference after - before is exactly this run's work. The
-counts are *attempted* actions: rolling back to the run's savepoint does not subtract them (the
-next run starts from the same data, and its own difference is again its own work). Rows of
-earlier, rolled-back runs are dead and never returned by a scan, so they do not inflate
-``tuples`` beyond the early-stop effect above. Parallel workers report to the shared statistics when they exit, not to the leader's
-pending counts; the harness disables parallel plans for every run (``SET LOCAL
-max_parallel_workers_per_gather = 0``). Known limit: an answer that turns parallel query back on
-inside its own body could move sequential reads into workers and out of ``W`` (its time ``T``
-is still measured). Shared statistics are not used: other sessions' delayed flushes would make
-the count vary from run to run. Same procedure, same data, same plans: the same counts (a test runs it
-twice).
+Parallel workers would do blocks (and CPU) outside the backend: on the embedded server none
+can start (``max_worker_processes = 0``, set when its data directory is made, a postmaster
+setting no session can change); on a ``--plsql-dsn`` server the harness turns parallel plans
+off for every run (``SET LOCAL max_parallel_workers_per_gather = 0``) and an answer that turns
+them back on inside its body has its workers' blocks uncounted (known limit, stated in
+docs/procarena-b2.md). Known limit: blocks of a table the answer creates and drops within one
+run are not in ``pg_class`` when the run ends, so they are not counted (filling it read the
+task's tables, which are).
 
 Oracle -- the measured session's statistics (``V$MYSTAT`` joined to ``V$STATNAME``), read
 before and after the task's calls (not around the installation: compiling a procedure runs
@@ -64,7 +61,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-PG_MEASURE = "scans"
+PG_MEASURE = "buffers"
 ORA_MEASURE = "scans"
 
 
@@ -85,8 +82,12 @@ class Work:
 
 
 # --------------------------------------------------------------------------- PostgreSQL
+#: User relations have oids from ``FirstNormalObjectId`` (16384) on; catalogs' blocks (cache
+#: misses while planning) are the harness's, not the procedure's.
 PG_COUNTERS = (
-    "SELECT COALESCE(SUM(seq_scan + COALESCE(idx_scan, 0)), 0)::int8, "
+    "SELECT (SELECT COALESCE(SUM(pg_catalog.pg_stat_get_xact_blocks_fetched(c.oid)), 0)::int8 "
+    "FROM pg_catalog.pg_class c WHERE c.oid >= 16384 AND c.relkind IN ('r', 'i', 't', 'm', 'p', 'I')), "
+    "COALESCE(SUM(seq_scan + COALESCE(idx_scan, 0)), 0)::int8, "
     "COALESCE(SUM(seq_tup_read + COALESCE(idx_tup_fetch, 0)), 0)::int8, "
     "COALESCE(SUM(n_tup_ins + n_tup_upd + n_tup_del), 0)::int8 "
     "FROM pg_catalog.pg_stat_xact_user_tables"
@@ -95,8 +96,9 @@ PG_COUNTERS = (
 
 def pg_counts(conn: Any) -> Work:
     """The backend's counts so far (call before and after a run; the difference is the run's)."""
-    scans, tuples, writes = conn.execute(PG_COUNTERS).fetchone()
-    return Work({"scans": int(scans), "tuples": int(tuples), "writes": int(writes)}, PG_MEASURE)
+    buffers, scans, tuples, writes = conn.execute(PG_COUNTERS).fetchone()
+    return Work({"buffers": int(buffers), "scans": int(scans), "tuples": int(tuples), "writes": int(writes)},
+                PG_MEASURE)
 
 
 # --------------------------------------------------------------------------- Oracle
