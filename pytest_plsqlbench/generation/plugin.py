@@ -9,7 +9,6 @@ historic) and does nothing unless a run with a real model is configured.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
 import uuid
@@ -22,6 +21,7 @@ import pytest
 from .. import state
 from ..answers import Answer, Exchange
 from ..errors import UsageError
+from ..runprogress import terminal_writer
 from ..settings import Settings
 from ..tasks import Task
 from .cache import AnswerCache
@@ -232,20 +232,9 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     settings = model_settings(config)
     if settings is None or settings.answers.show_prompt or getattr(config, "workerinput", None) is not None:
         return
-    terminal = config.pluginmanager.get_plugin("terminalreporter")
-    capman = config.pluginmanager.get_plugin("capturemanager")
-
-    def write(line: str) -> None:
-        # As pytest's live logging does: with -n 0 the line is written while a test's setup waits
-        # for its answer, and would otherwise land in that test's captured output.
-        if terminal is None:
-            return
-        guard = capman.global_and_fixture_disabled() if capman is not None else contextlib.nullcontext()
-        with guard:
-            writer = getattr(terminal, "_tw", None)
-            if writer is not None and getattr(writer, "width_of_current_line", 0):
-                writer.line()  # after a line of progress dots
-            terminal.write_line(line)
+    # As pytest's live logging does: with -n 0 a line is written while a test's setup waits for
+    # its answer, and would otherwise land in that test's captured output.
+    write = terminal_writer(config)
 
     gen = generation(config, settings)
     if not config.getoption("collectonly", False) and not settings.answers.cache_only:
