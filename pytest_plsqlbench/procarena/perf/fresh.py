@@ -24,8 +24,8 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from .runs import NotMeasured, Run
-from .work import PG_MEASURE, pg_counts
+from .runs import NotMeasured, Run, timed_run
+from .work import PG_MEASURE
 
 log = logging.getLogger(__name__)
 
@@ -108,8 +108,6 @@ class PgFreshBench:
                                                                         pgsql.Identifier(table))).fetchone()
 
     def run(self, code: str, keep_state: bool = False) -> Run:
-        from ... import outcomes
-        from .. import state as st
         from . import cpu
 
         backend = self.backend
@@ -137,27 +135,6 @@ class PgFreshBench:
             self._warm(conn)
             if getattr(session, "deadline", None) is not None:
                 session.deadline += time.monotonic() - setup0  # the harness's setup is not the answer's time
-            before = pg_counts(conn)
-            t0, c0 = time.perf_counter(), clock()
-            install = session.run(code, isolated=False, phase="install")
-            raised: list[str | None] = []
-            timed_out = install.error is not None and install.error.failure_class == outcomes.TIMEOUT
-            if install.error is None:
-                for call in self.calls:
-                    done = session.run(call, isolated=False, phase="test")
-                    raised.append(None if done.error is None else (done.error.code or done.error.failure_class))
-                    if done.error is not None and done.error.failure_class == outcomes.TIMEOUT:
-                        timed_out = True
-                        break
-            wall = time.perf_counter() - t0
-            try:
-                seconds = clock() - c0
-            except OSError:  # the session had to reconnect (a timeout): that backend is gone
-                seconds = wall
-            conn = session.conn
-            work = pg_counts(conn) - before
-            state = st.pg_snapshot(conn, [self.schema, self.scratch]) if keep_state and install.error is None else None
-            error = install.error.short() if install.error is not None else None
-            return Run(seconds, work, tuple(raised), error, state, timed_out, wall_s=wall)
+            return timed_run(session, code, self.calls, clock, [self.schema, self.scratch], keep_state)
         finally:
             session.end_task()

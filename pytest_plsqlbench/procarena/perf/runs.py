@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -28,3 +30,37 @@ class Run:
     wall_s: float | None = None
     #: A run of the checked contender (the answer) came before this one.
     after_checked: bool = False
+
+
+def timed_run(session: Any, code: str, calls: Sequence[str], clock: Callable[[], float],
+              schemas: Sequence[str], keep_state: bool) -> Run:
+    """One contender's timed run on PostgreSQL, inside the session's task scope: install
+    ``code``, run ``calls`` until one times out, and read the clock, the work counter and (with
+    ``keep_state``) the state. Both benches (a fresh copy per run, or refilled tables) time a run
+    through this one function, so what is measured is the same whichever prepared the run."""
+    from ... import outcomes
+    from .. import state as st
+    from .work import pg_counts
+
+    before = pg_counts(session.conn)
+    t0, c0 = time.perf_counter(), clock()
+    install = session.run(code, isolated=False, phase="install")
+    raised: list[str | None] = []
+    timed_out = install.error is not None and install.error.failure_class == outcomes.TIMEOUT
+    if install.error is None:
+        for call in calls:
+            done = session.run(call, isolated=False, phase="test")
+            raised.append(None if done.error is None else (done.error.code or done.error.failure_class))
+            if done.error is not None and done.error.failure_class == outcomes.TIMEOUT:
+                timed_out = True
+                break
+    wall = time.perf_counter() - t0
+    try:
+        seconds = clock() - c0
+    except OSError:  # the session had to reconnect (a timeout): that backend is gone
+        seconds = wall
+    conn = session.conn  # the session's connection now (a timeout may have replaced it)
+    work = pg_counts(conn) - before
+    state = st.pg_snapshot(conn, list(schemas)) if keep_state and install.error is None else None
+    error = install.error.short() if install.error is not None else None
+    return Run(seconds, work, tuple(raised), error, state, timed_out, wall_s=wall)

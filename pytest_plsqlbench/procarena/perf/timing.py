@@ -25,12 +25,11 @@ from __future__ import annotations
 
 import logging
 import statistics
-import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .runs import NotMeasured, Run
+from .runs import NotMeasured, Run, timed_run
 from .work import PG_MEASURE, Work
 
 GOLD, BASELINE, CANDIDATE = "gold", "baseline", "candidate"
@@ -287,38 +286,13 @@ class PgBench:
         self.session.end_task()
 
     def run(self, code: str, keep_state: bool = False) -> Run:
-        from ... import outcomes
-        from .. import state as st
-        from .work import pg_counts
-
         from .scale import pg_refill
 
         conn = self.conn
         try:
             pg_refill(conn)
             conn.execute("SET LOCAL max_parallel_workers_per_gather = 0")
-            before = pg_counts(conn)
-            clock = self.clock.read
-            t0, c0 = time.perf_counter(), clock()
-            install = self.session.run(code, isolated=False, phase="install")
-            raised: list[str | None] = []
-            timed_out = install.error is not None and install.error.failure_class == outcomes.TIMEOUT
-            if install.error is None:
-                for call in self.calls:
-                    done = self.session.run(call, isolated=False, phase="test")
-                    raised.append(None if done.error is None else (done.error.code or done.error.failure_class))
-                    if done.error is not None and done.error.failure_class == outcomes.TIMEOUT:
-                        timed_out = True
-                        break
-            wall = time.perf_counter() - t0
-            try:
-                seconds = clock() - c0
-            except OSError:  # the session had to reconnect (a timeout): that backend is gone
-                seconds = wall
-            work = pg_counts(conn) - before
-            state = st.pg_snapshot(conn, [self.schema, self.scratch]) if keep_state and install.error is None else None
-            error = install.error.short() if install.error is not None else None
-            return Run(seconds, work, tuple(raised), error, state, timed_out, wall_s=wall)
+            return timed_run(self.session, code, self.calls, self.clock.read, [self.schema, self.scratch], keep_state)
         finally:
             conn.execute(f"ROLLBACK TO SAVEPOINT {self.SAVEPOINT}")
             # What a rollback leaves of a run in the session: nothing a later run may read back
