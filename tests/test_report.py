@@ -40,18 +40,28 @@ def chromium() -> str:
     pytest.skip(f"{why}; set PLSQLBENCH_REQUIRE_CHROMIUM=1 to make this a failure")
 
 
+def dump_dom(browser: str, url: str, *flags: str) -> str:
+    """The DOM headless Chromium leaves after ``url``'s scripts ran. A browser killed by a signal
+    (a crash at start, seen once on a loaded machine) is started once more with a new profile; a
+    page that fails to render fails the test."""
+    for attempt in (1, 2):
+        with tempfile.TemporaryDirectory(prefix="chromium-") as profile:
+            proc = subprocess.run(
+                [browser, *CHROMIUM_FLAGS, *flags, f"--user-data-dir={profile}", "--dump-dom", url],
+                check=False,
+                capture_output=True,
+                text=True,
+                timeout=120,
+            )
+        if proc.returncode >= 0 or attempt == 2:
+            break
+    assert proc.returncode == 0 and "<html" in proc.stdout, f"exit {proc.returncode}: {proc.stderr[-2000:]}"
+    return proc.stdout
+
+
 def rendered_dom(browser: str, page: Path, fragment: str = "") -> str:
     """The DOM after the page's script ran; ``fragment`` is the address's ``#...`` part."""
-    with tempfile.TemporaryDirectory(prefix="chromium-") as profile:
-        proc = subprocess.run(
-            [browser, *CHROMIUM_FLAGS, f"--user-data-dir={profile}", "--dump-dom", page.resolve().as_uri() + fragment],
-            check=False,
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
-    assert proc.returncode == 0 and "<html" in proc.stdout, proc.stderr[-2000:]
-    return proc.stdout
+    return dump_dom(browser, page.resolve().as_uri() + fragment)
 
 
 class Elements(HTMLParser):

@@ -12,12 +12,11 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any
 
 import pytest
-from test_report import CHROMIUM_FLAGS, Elements, chromium
+from test_report import Elements, chromium, dump_dom
 from test_results import HEADER, PAPER, sample_tasks
 from test_results_e2e import _env, smoke_run
 
@@ -41,14 +40,8 @@ def layout(browser: str, page: Path) -> dict[str, str]:
     """The page's widths after layout in a 1,280 px window (``data-*`` of the root element)."""
     measured = page.with_name(page.stem + ".measured.html")
     measured.write_text(page.read_text(encoding="utf-8").replace("</body>", MEASURE + "</body>"), encoding="utf-8")
-    with tempfile.TemporaryDirectory(prefix="chromium-") as profile:
-        proc = subprocess.run(
-            [browser, *CHROMIUM_FLAGS, f"--window-size={WINDOW},900", f"--user-data-dir={profile}", "--dump-dom",
-             measured.resolve().as_uri()],
-            check=False, capture_output=True, text=True, timeout=120,
-        )
-    assert proc.returncode == 0 and "<html" in proc.stdout, proc.stderr[-2000:]
-    (root,) = Elements(proc.stdout).find("html")
+    dom = dump_dom(browser, measured.resolve().as_uri(), f"--window-size={WINDOW},900")
+    (root,) = Elements(dom).find("html")
     assert "data-scroll-width" in root, "the measuring script did not run"
     return root
 
