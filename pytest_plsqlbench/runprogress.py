@@ -136,6 +136,13 @@ class RunProgress:
                 log.debug("cannot write the test progress line", exc_info=True)
 
 
+def uncaptured(config: pytest.Config) -> contextlib.AbstractContextManager[Any]:
+    """Outside any test's captured output (as pytest's live logging writes): with ``-n 0`` a line
+    is written while a test runs or waits, and would otherwise land in that test's capture."""
+    capman = config.pluginmanager.get_plugin("capturemanager")
+    return capman.global_and_fixture_disabled() if capman is not None else contextlib.nullcontext()
+
+
 def terminal_writer(config: pytest.Config) -> Callable[[str], None]:
     """Write one line to pytest's terminal from any thread, outside any test's captured output,
     after a line of progress dots (as the generation progress does)."""
@@ -143,11 +150,9 @@ def terminal_writer(config: pytest.Config) -> Callable[[str], None]:
     def write(line: str) -> None:
         # Looked up when writing: at configure time pytest's terminal reporter may not exist yet.
         terminal = config.pluginmanager.get_plugin("terminalreporter")
-        capman = config.pluginmanager.get_plugin("capturemanager")
         if terminal is None:
             return
-        guard = capman.global_and_fixture_disabled() if capman is not None else contextlib.nullcontext()
-        with guard:
+        with uncaptured(config):
             writer = getattr(terminal, "_tw", None)
             if writer is not None and getattr(writer, "width_of_current_line", 0):
                 writer.line()

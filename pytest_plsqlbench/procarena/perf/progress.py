@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
-
 import pytest
 
 #: The running configs (the B2 plugin, :mod:`.b2`, adds and removes them).
@@ -14,6 +12,7 @@ def progress(text: str) -> None:
     """Write ``text`` on pytest's progress line while a ``perf`` item measures (each run is a
     mark: an item of a minute shows it is alive). Only the process that owns the terminal
     (``-n 0``); an xdist worker has none -- its records carry the runs and their rate instead."""
+    from ...runprogress import uncaptured
     from ...state import worker_id
 
     if not CONFIGS:
@@ -22,9 +21,7 @@ def progress(text: str) -> None:
     if worker_id(config) != "main" or config.get_verbosity() < 0:
         return
     reporter = config.pluginmanager.get_plugin("terminalreporter")
-    capture = config.pluginmanager.get_plugin("capturemanager")
     if reporter is None:
         return
-    quiet = capture.global_and_fixture_disabled() if capture is not None else contextlib.nullcontext()
-    with quiet:
+    with uncaptured(config):
         reporter.write(text, flush=True)
