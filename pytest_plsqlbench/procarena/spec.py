@@ -58,7 +58,7 @@ class B2Fields:
     degraded: str
     scale_rows: int = 10000
     scale: Mapping[str, int] = field(default_factory=dict)
-    repeats: int = 5
+    repeats: int = 7
     min_speedup: float = 1.1
 
 
@@ -202,7 +202,7 @@ def _b2(raw: Any, where: str) -> B2Fields:
     try:
         fields = B2Fields(
             pattern=raw["pattern"], degraded=raw["degraded"], scale_rows=int(raw.get("scale_rows", 10000)),
-            scale={str(k): int(v) for k, v in scale.items()}, repeats=int(raw.get("repeats", 5)),
+            scale={str(k): int(v) for k, v in scale.items()}, repeats=int(raw.get("repeats", 7)),
             min_speedup=float(raw.get("min_speedup", 1.1)),
         )
     except (TypeError, ValueError):

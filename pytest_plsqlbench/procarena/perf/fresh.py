@@ -37,6 +37,9 @@ class PgFreshBench:
     """Each run on a fresh copy of the task's scaled pristine (see the module docstring)."""
 
     MEASURE = PG_MEASURE
+    #: No unmeasured rounds: every run is the first on its server, the same as every other run
+    #: (the page cache holds the copied files, each run reads its tables once untimed, ``_warm``).
+    WARMUP = 0
     counter_source = "pg_stat_get_xact_blocks_fetched"
 
     def __init__(self, backend: Any, schema: str, calls: Sequence[str], scale_rows: int,

@@ -26,7 +26,6 @@ happened before the answer first ran; after it, it is the answer's failure.
 from __future__ import annotations
 
 import logging
-import statistics
 import time
 import weakref
 from typing import Any
@@ -44,9 +43,10 @@ from . import progress, quiet, timing
 log = logging.getLogger(__name__)
 
 KIND = "procarena-b2"
-#: Unmeasured rounds before the measured ones (each contender; the answer's are checked).
+#: Unmeasured rounds before the measured ones (each contender; the answer's are checked), for a
+#: bench that does not say (a bench's ``WARMUP``: none on a fresh copy per run).
 WARMUP = 2
-CRITERION = "median CPU seconds of the server backend (wall seconds where unreadable); work: buffers"
+CRITERION = "fastest run's CPU seconds of the server backend (wall seconds where unreadable); work: buffers"
 
 
 def _harness_time(session: Any, action: Any) -> None:
@@ -154,7 +154,7 @@ class PerfJudge(Judge):
         contenders = {timing.GOLD: (timing.GOLD, spec.gold), timing.BASELINE: (timing.BASELINE, spec.b2.degraded),
                       timing.CANDIDATE: (timing.CANDIDATE, answer)}
         spent = 0.0  # the answer's own run time in the measurement
-        done, total = [0], len(contenders) * (repeats + WARMUP)
+        done, total = [0], len(contenders) * repeats
         budget: float | None = None  # what was left of the task's budget when the measurement began
 
         def run(contender: tuple[str, str], keep_state: bool) -> timing.Run:
@@ -190,9 +190,12 @@ class PerfJudge(Judge):
         try:
             fixtures = getattr(getattr(ctx, "task", None), "fixtures", None)
             with timing.bench_for(ctx.backend, spec, fixtures=fixtures) as bench:
+                warmup = int(getattr(bench, "WARMUP", WARMUP))
+                total += len(contenders) * warmup
                 with quiet.measuring() as lock:
-                    got = timing.measure(run, contenders, repeats, warmup=WARMUP,  # type: ignore[arg-type]
-                                         checked=(timing.CANDIDATE,), reference=timing.GOLD)
+                    got = timing.measure(run, contenders, repeats, warmup=warmup,  # type: ignore[arg-type]
+                                         checked=(timing.CANDIDATE,), reference=timing.GOLD,
+                                         last=timing.BASELINE)
         except timing.NotMeasured as exc:
             return {"admitted": True, "acceleration": None, "why": f"timing not measured: {exc}"}
         gold, cand, base = got[timing.GOLD], got[timing.CANDIDATE], got[timing.BASELINE]
@@ -216,7 +219,10 @@ class PerfJudge(Judge):
             "waited_s": round(lock["waited_s"], 3),
             "runs": done[0],
             "runs_per_s": round(done[0] / max(time.monotonic() - started, 1e-9), 3),
-            "seconds": {k: m.median_s for k, m in got.items()},
+            "warmup_rounds": warmup,
+            "estimator": "fastest run",
+            "seconds": {k: m.best_s for k, m in got.items()},
+            "median_s": {k: m.median_s for k, m in got.items()},
             "runs_s": {k: m.seconds for k, m in got.items()},
             "wall_s": {k: [r.wall_s for r in m.runs] for k, m in got.items()},
             "noise": {k: m.noise for k, m in got.items()},
@@ -253,13 +259,10 @@ class PerfJudge(Judge):
                     "why": f"{' and '.join(late)} ran past the statement timeout after the answer ran, "
                            "and not before it: the answer slowed the runs after its own"}
         out["same_state_as_gold"] = True
-        pairs = timing.paired_ratios(gold, cand)
-        paired = {name: statistics.median(rs) for name, rs in (
-            ("acceleration", pairs), ("acceleration_vs_baseline", timing.paired_ratios(base, cand)),
-            ("baseline_acceleration", timing.paired_ratios(base, gold))) if rs}
-        interval = timing.ratio_interval(pairs, paired["acceleration"]) if pairs else None
+        # out["seconds"] holds each contender's fastest run: the ratios are fastest_ratio's points
+        _point, interval = timing.fastest_ratio(gold, cand)
         out.update(bm.task_figures(out["seconds"], {k: m.work.value for k, m in got.items()}, spec.b2.min_speedup,
-                                   interval, paired))
+                                   interval))
         return out
 
     def judge(self, ctx: JudgeContext, turn: int, test: UnitTest, execution: Execution) -> TestOutcome:

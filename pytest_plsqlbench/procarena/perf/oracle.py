@@ -52,6 +52,8 @@ class OraBench:
     """The scaled tables of one task on the worker's candidate session (see the module doc)."""
 
     MEASURE = ORA_MEASURE
+    #: Unmeasured rounds first: the runs share the session's caches and the restored tables.
+    WARMUP = 2
 
     def __init__(self, backend: Any, schema: str, calls: Sequence[str], scale_rows: int,
                  scale: Mapping[str, int] | None = None, seed: int = 0, hold: bool = False) -> None:

@@ -2,23 +2,24 @@
 each run from the same scaled state, in rotating order.
 
 Contenders are gold (the reference), the degraded input handed to the model (the baseline) and
-the candidate. Round ``k`` starts with contender ``k mod n`` (gold, baseline, candidate;
-baseline, candidate, gold; ...), so each is first, middle and last in turn. A run is: install
+the candidate. Gold and the candidate take turns to go first in a round (round ``k`` starts with
+``k mod 2``); the baseline closes every round (:func:`rounds`). A run is: install
 the contender's script, then the whole call suite, timed together (an answer cannot move work
 into its installation script), with its work counted (:mod:`.work`). Every run starts from a
 state no earlier run touched: on the embedded server a fresh pristine copy of the scaled
 database per run (:mod:`.fresh`); on a ``--plsql-dsn`` server tables refilled into fresh files
 inside one transaction (:class:`PgBench`); Oracle: the scaled rows put back from copies
 (:mod:`.oracle`). The time is the bench's clock: the backend's CPU time where it can be read
-(:mod:`.cpu`), wall-clock seconds otherwise (``CLOCK``). Two warm-up rounds precede the measured
-ones; the answer's are checked like its measured runs. :func:`bench_for` is the one place that
+(:mod:`.cpu`), wall-clock seconds otherwise (``CLOCK``). A bench whose runs share caches (the
+refilled tables, Oracle) has two warm-up rounds before the measured ones (``WARMUP``); a fresh
+copy per run needs none. The answer's warm-ups are checked like its measured runs. :func:`bench_for` is the one place that
 picks the bench; every bench has the same interface (a context manager with ``run(code,
 keep_state) -> Run``, ``plan``, ``MEASURE`` and ``counter_source``).
 
-Reported per contender: the median time, the noise (slowest run / fastest run) and the work of
-its runs (the same number every run: ``work_stable`` says whether it was). The acceleration is
-the median of the rounds' paired ratios (:func:`paired_ratios`), with a distribution-free
-interval (:func:`ratio_interval`).
+Reported per contender: the fastest run's time (what is charged, :func:`fastest_ratio` says why),
+the median, the noise (slowest run / fastest run) and the work of its runs (the same number every
+run: ``work_stable`` says whether it was). The acceleration is the ratio of the fastest runs, with
+the interval of :func:`fastest_ratio`.
 """
 
 from __future__ import annotations
@@ -55,6 +56,11 @@ class Measurement:
         return statistics.median(self.seconds)
 
     @property
+    def best_s(self) -> float:
+        """The fastest run: the time charged (see :func:`fastest_ratio`)."""
+        return min(self.seconds)
+
+    @property
     def noise(self) -> float:
         """Slowest / fastest run (1.0 = perfectly quiet)."""
         fastest = min(self.seconds)
@@ -73,7 +79,8 @@ class Measurement:
 
     def summary(self) -> dict[str, Any]:
         return {
-            "seconds": self.median_s,
+            "seconds": self.best_s,
+            "median_s": self.median_s,
             "runs_s": [round(s, 6) for s in self.seconds],
             "noise": self.noise,
             "work": dict(self.work.counts),
@@ -81,47 +88,37 @@ class Measurement:
         }
 
 
-def paired_ratios(reference: Measurement, other: Measurement) -> list[float]:
-    """``T_reference / T_other`` of each round (the two ran next to each other, in one round):
-    the pairing cancels what drifts between rounds."""
-    return [a.seconds / b.seconds if b.seconds > 0 else float("inf")
-            for a, b in zip(reference.runs, other.runs)]
+#: With fewer than two runs on a side there is no second-fastest run to read the spread from:
+#: the interval is then the point widened by this factor each way (one run against one run read
+#: 0.59-1.69 for gold against itself on a loaded 2-core machine, docs/procarena-b2.md), so a
+#: single round never reads "slower" on its noise alone, while an answer 20x slower still does.
+NOISE_FLOOR = 2.0
 
 
-#: Fewer rounds than this have no spread to measure: the interval is then the point widened by
-#: :data:`NOISE_FLOOR` each way (the run-to-run spread of CPU time seen on a loaded 2-core
-#: machine, docs/procarena-b2.md), so one round never reads "slower" on its noise alone.
-MIN_ROUNDS = 3
-NOISE_FLOOR = 1.25
+def _ratio(a: float, b: float) -> float:
+    return a / b if b > 0 else float("inf") if a > 0 else 1.0
 
 
-def ratio_interval(ratios: Sequence[float], point: float) -> tuple[float, float]:
-    """The interval of an acceleration from the rounds' paired ratios, holding ``point``."""
-    if len(ratios) < MIN_ROUNDS:
-        return point / NOISE_FLOOR, point * NOISE_FLOOR
-    low, high = median_interval(ratios)
-    return min(low, point), max(high, point)
+def fastest_ratio(reference: Measurement, other: Measurement) -> tuple[float, tuple[float, float]]:
+    """``T_reference / T_other`` from each side's fastest run, and its interval.
 
+    Why the fastest run: a run's CPU time is the work it did plus what the machine added (a
+    preempted backend refills its caches, a busy sibling core slows it); the machine never makes
+    the work cheaper, so the noise is one-sided and the fastest of several runs is the estimate
+    nearest the work itself (the rationale of Python's ``timeit``). Measured on gold against
+    itself on a loaded 2-core machine: the medians' ratio moved 0.87-1.03 where the fastest runs'
+    moved 0.91-1.02 (benchmarks/b2_spread.py).
 
-def median_interval(values: Sequence[float], confidence: float = 0.9) -> tuple[float, float]:
-    """A distribution-free interval for the median of ``values``: the order statistics
-    ``(x_(j), x_(n+1-j))`` with the largest ``j`` whose coverage ``1 - 2 P(Binom(n, 1/2) < j)``
-    is still at least ``confidence`` (n = 5: the smallest and the largest, 93.75 %; fewer than
-    5 runs cannot reach 90 %, and get the whole range)."""
-    from math import comb
-
-    xs = sorted(values)
-    n = len(xs)
-    if not n:
-        raise ValueError("no values")
-
-    def coverage(j: int) -> float:
-        return 1.0 - 2.0 * sum(comb(n, i) for i in range(j)) / 2 ** n
-
-    j = 1
-    while j + 1 <= (n + 1) // 2 and coverage(j + 1) >= confidence:
-        j += 1
-    return xs[j - 1], xs[n - j]
+    The interval holds what the ratio would read had either side's fastest run not happened:
+    ``[fastest_ref / second_other, second_ref / fastest_other]`` -- a lucky (or unlucky) single
+    run cannot carry the figure across a bin border unnoticed. Fewer than two runs on a side:
+    the point widened by :data:`NOISE_FLOOR`."""
+    a, b = sorted(reference.seconds), sorted(other.seconds)
+    point = _ratio(a[0], b[0])
+    if len(a) < 2 or len(b) < 2:
+        return point, (point / NOISE_FLOOR, point * NOISE_FLOOR)
+    low, high = _ratio(a[0], b[1]), _ratio(a[1], b[0])
+    return point, (min(low, point), max(high, point))
 
 
 def rotation(labels: Sequence[str], repeats: int) -> list[list[str]]:
@@ -130,8 +127,20 @@ def rotation(labels: Sequence[str], repeats: int) -> list[list[str]]:
     return [[labels[(k + i) % n] for i in range(n)] for k in range(repeats)]
 
 
+def rounds(labels: Sequence[str], repeats: int, last: str | None = None) -> list[list[str]]:
+    """The order of each round: :func:`rotation` over ``labels``, except ``last``, which closes
+    every round. (The degraded input's runs are long; what they leave on the machine -- a warm
+    CPU, written-back memory -- then comes before gold and the answer equally often, instead of
+    before the answer in most rounds, as plain rotation of three does.)"""
+    if last is None or last not in labels:
+        return rotation(labels, repeats)
+    rest = [label for label in labels if label != last]
+    return [turn + [last] for turn in rotation(rest, repeats)]
+
+
 def measure(run: Callable[[str, bool], Run], contenders: Mapping[str, str], repeats: int,
-            warmup: int = 2, checked: Sequence[str] = (), reference: str | None = None) -> dict[str, Measurement]:
+            warmup: int = 2, checked: Sequence[str] = (), reference: str | None = None,
+            last: str | None = None) -> dict[str, Measurement]:
     """Time every contender ``repeats`` times in rotating order; ``run(code, keep_state)`` performs
     one run, keeping its final state for the contender's first measured run (without a
     ``reference``), and for every measured run of the ``checked`` contenders (the candidate: an
@@ -166,6 +175,9 @@ def measure(run: Callable[[str, bool], Run], contenders: Mapping[str, str], repe
     if reference is not None:
         order.remove(reference)
         order.insert(0, reference)
+    if last is not None and last in order:
+        order.remove(last)
+        order.append(last)
     for _ in range(warmup):
         for label in order:
             if label not in stopped:
@@ -177,7 +189,7 @@ def measure(run: Callable[[str, bool], Run], contenders: Mapping[str, str], repe
                     out[label].warmups.append(warm)
                 if warm.timed_out:
                     out[label].runs.append(warm)
-    for turn in rotation(order, repeats):
+    for turn in rounds(order, repeats, last):
         for label in turn:
             if label not in stopped:
                 first_of_reference = label == reference and out[label].first_run is None  # no warm-up round
@@ -232,6 +244,8 @@ class PgBench:
 
     SAVEPOINT = "plsql_b2_scaled"
     MEASURE = PG_MEASURE
+    #: Unmeasured rounds first: every run shares the session's caches and the scaled tables.
+    WARMUP = 2
     counter_source = "pg_stat_get_xact_blocks_fetched"
 
     def __init__(self, backend: Any, schema: str, calls: Sequence[str], scale_rows: int,
