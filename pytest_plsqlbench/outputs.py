@@ -74,6 +74,26 @@ def describe_mismatch(expected: Sequence[str], actual: Sequence[str], limit: int
     return "\n".join(lines)
 
 
+#: Marker a failing Oracle MBPP case writes after its message, before the value its function
+#: returned (:mod:`pytest_plsqlbench.convert.oracle`): ``<characters shown> <characters in all>:``
+#: then the value as an Oracle literal. RAISE_APPLICATION_ERROR has no DETAIL as PostgreSQL's
+#: RAISE has, and the value can hold newlines, so its length is written before it.
+RETURNED_MARK = "plsqlbench-actual "
+_RETURNED = re.compile(re.escape(RETURNED_MARK) + r"(\d+) (\d+):")
+
+
+def returned_value(message: str) -> tuple[str, str, int] | None:
+    """``(message without the value, the value as shown, its length in all)`` from an error
+    message carrying :data:`RETURNED_MARK`, or None when it carries none."""
+    m = _RETURNED.search(message)
+    if m is None:
+        return None
+    shown, total = int(m.group(1)), int(m.group(2))
+    value = message[m.end() : m.end() + shown]
+    rest = message[: m.start()].rstrip("\n") + message[m.end() + shown :]
+    return rest, value, max(total, len(value))
+
+
 def first_difference(expected: str, actual: str) -> int:
     """Index of the first character where two texts differ (the shorter one's length if one
     is a prefix of the other)."""
