@@ -81,7 +81,7 @@ def _first_difference(test: Mapping[str, Any], budget: int = LINE_WIDTH) -> str:
     call = (test.get("extra") or {}).get("call")
     if isinstance(call, str) and expected and actual is not None and raw.startswith(f"{call} returned "):
         return printable(_returned_difference(test, call, budget))
-    if expected is None or actual is None:
+    if expected is None or actual is None or isinstance(call, str):  # a call that raised: its error
         return printable(_cut(message, budget))
     exp, act = normalize_lines(str(x) for x in expected), normalize_lines(str(x) for x in actual)
     diff = next((i for i, (e, a) in enumerate(zip(exp, act)) if e != a), None)

@@ -171,3 +171,9 @@ def test_a_long_output_differing_past_240_characters_end_to_end(pytester: pytest
         assert "aXbbb" in line and "aYccc" in line, line
     else:
         assert "column 301" in text and "aXbbb" in text and "aYccc" in text, text[-3000:]
+
+
+def test_a_call_that_raised_shows_its_error_not_a_line_count() -> None:
+    message = "f(1): [P0001] division by zero (script line 3); expected 3"
+    (line,) = failure_lines(_doc({"message": message, "expected": ["3"], "actual": [], "extra": {"call": "f(1)"}}))
+    assert line.endswith("e.g. t1: " + message), line
