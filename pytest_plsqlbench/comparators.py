@@ -29,7 +29,7 @@ import re
 from collections import Counter
 from typing import Any, Callable, Iterator, Mapping, Sequence
 
-from .outputs import describe_mismatch, normalize_lines
+from .outputs import describe_mismatch, differing_pair, normalize_lines
 
 #: At most this many column orders are tried (every order up to 5 columns).
 MAX_PERMUTATIONS = 120
@@ -141,11 +141,13 @@ def _describe_rows(exp: Sequence[str], act: Sequence[str], limit: int = 3) -> st
     lines = [f"expected {len(exp)} row(s), got {len(act)}"]
     shown = 0
     for i in range(max(len(exp), len(act))):
-        e = repr(exp[i]) if i < len(exp) else "<none>"
-        a = repr(act[i]) if i < len(act) else "<none>"
+        e = exp[i] if i < len(exp) else "<none>"
+        a = act[i] if i < len(act) else "<none>"
         if e != a:
-            lines.append(f"  row {i + 1}: expected {e[:100]}")
-            lines.append(f"  {' ' * len(str(i + 1))}      got      {a[:100]}")
+            shown_e, shown_a, column = differing_pair(e, a)
+            col = f", column {column}" if column is not None and column > 60 else ""
+            lines.append(f"  row {i + 1}{col}: expected {shown_e}")
+            lines.append(f"  {' ' * len(str(i + 1) + col)}      got      {shown_a}")
             shown += 1
             if shown >= limit:
                 break

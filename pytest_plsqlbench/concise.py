@@ -19,7 +19,7 @@ import pytest
 
 from .metrics import unit_class
 from .outcomes import INFRASTRUCTURE, LABELS, PASSED, SKIPPED
-from .outputs import printable
+from .outputs import around_difference, differing_pair, first_difference, normalize_lines, printable
 
 #: pytest's own default for ``-r``; any other value was asked for.
 DEFAULT_REPORTCHARS = ("fE", "")
@@ -53,16 +53,51 @@ def _natural(text: str) -> list[Any]:
     return [int(p) if p.isdigit() else p.lower() for p in re.split(r"(\d+)", text)]
 
 
-def _first_difference(test: Mapping[str, Any]) -> str:
-    message = " ".join(str(test.get("message") or "").split())
+def _cut(text: str, width: int) -> str:
+    return text if len(text) <= width else text[: max(width - 3, 0)] + "..."
+
+
+def _returned_difference(test: Mapping[str, Any], call: str, budget: int) -> str:
+    """``CALL returned A; expected E`` with A and E cut around where they differ, the call
+    shortened first: the values are what the line is for."""
+    expected = [str(e) for e in test["expected"]]
+    actual = str(test["actual"][0]) if test["actual"] else ""
+    # The accepted value closest to what came back (several are accepted for some cases).
+    nearest = max(expected, key=lambda e: first_difference(e, actual)) if expected else ""
+    others = f" (or {len(expected) - 1} other accepted value(s))" if len(expected) > 1 else ""
+    fixed = len(" returned ; expected ") + len(others)
+    width = max(24, (budget - fixed - 24) // 2)
+    shown_e, shown_a = around_difference(nearest, actual, width)
+    room = max(24, budget - fixed - len(shown_e) - len(shown_a))
+    return f"{_cut(call, room)} returned {shown_a}; expected {shown_e}{others}"
+
+
+def _first_difference(test: Mapping[str, Any], budget: int = LINE_WIDTH) -> str:
+    """The test's message, with the first difference between its expected and actual values
+    kept in view within about ``budget`` characters (the message is cut first)."""
+    raw = str(test.get("message") or "")
+    message = " ".join(raw.split())
     expected, actual = test.get("expected"), test.get("actual")
-    if expected is not None and actual is not None and "expected" not in message:
-        diff = next(((i, e, a) for i, (e, a) in enumerate(zip(expected, actual)) if e != a), None)
-        if diff is not None:
-            message += f" (line {diff[0] + 1}: expected {diff[1]!r}, got {diff[2]!r})"
-        elif len(expected) != len(actual):
-            message += f" (expected {len(expected)} lines, got {len(actual)})"
-    return printable(message)
+    call = (test.get("extra") or {}).get("call")
+    if isinstance(call, str) and expected and actual is not None and raw.startswith(f"{call} returned "):
+        return printable(_returned_difference(test, call, budget))
+    if expected is None or actual is None or isinstance(call, str):  # a call that raised: its error
+        return printable(_cut(message, budget))
+    exp, act = normalize_lines(str(x) for x in expected), normalize_lines(str(x) for x in actual)
+    diff = next((i for i, (e, a) in enumerate(zip(exp, act)) if e != a), None)
+    if diff is None and len(exp) == len(act):
+        return printable(_cut(message, budget))
+    if diff is None:
+        note = f"expected {len(exp)} lines, got {len(act)}"
+        return printable(f"{_cut(message, max(budget - len(note) - 3, 24))} ({note})" if message else note)
+    head = " ".join(raw.splitlines()[0].split()) if raw.strip() else ""
+    width = max(24, (budget - len(head) - 40) // 2) if len(head) < budget // 3 else max(24, (budget - 40) // 3)
+    shown_e, shown_a, column = differing_pair(exp[diff], act[diff], width)
+    col = f", column {column}" if column is not None and column > 1 else ""
+    detail = f"line {diff + 1}{col}: expected {shown_e}, got {shown_a}"
+    if not head:
+        return printable(detail)
+    return printable(f"{_cut(head, max(budget - len(detail) - 3, 24))} ({detail})")
 
 
 def failure_lines(document: Mapping[str, Any], width: int = LINE_WIDTH, error_width: int | None = None) -> list[str]:
@@ -86,12 +121,13 @@ def failure_lines(document: Mapping[str, Any], width: int = LINE_WIDTH, error_wi
                 where += f"/turn-{turn}"
             if int(document.get("header", {}).get("samples") or 1) > 1:
                 where += f"/sample-{sample + 1}"
-            line = (f"{where}: [{LABELS.get(cls, cls)}] {len(failed)} of {len(tests)} tests failed; "
-                    f"e.g. {first['test_id']}: {_first_difference(first)}")
+            head = (f"{where}: [{LABELS.get(cls, cls)}] {len(failed)} of {len(tests)} tests failed; "
+                    f"e.g. {first['test_id']}: ")
             # The harness's own errors (a fixture that cannot load: file, line, the database's
-            # message) are what a user must read whole to fix them; a difference can be any size.
+            # message) are what a user must read whole to fix them. A difference is cut around
+            # where it lies, never off: a line may run past ``width`` rather than hide it.
             limit = max(width, error_width or width) if cls == INFRASTRUCTURE else width
-            lines.append(line if len(line) <= limit else line[: limit - 3] + "...")
+            lines.append(head + _first_difference(first, max(limit - len(head), 60)))
     return lines
 
 

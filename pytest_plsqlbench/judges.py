@@ -24,6 +24,7 @@ Plugins and conftests add judges with the ``pytest_plsql_judges`` hook (see
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable, Mapping, MutableMapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
@@ -31,6 +32,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal
 from . import outcomes
 from .comparators import compare_output, compare_rows
 from .dialects.base import Execution
+from .outputs import returned_value
 from .outcomes import TestOutcome
 
 if TYPE_CHECKING:
@@ -209,26 +211,53 @@ def _accepted(values: list[str]) -> str:
     return values[0] if len(values) == 1 else "one of " + " | ".join(values)
 
 
+#: The case label a failing MBPP block raises (``ORA-20001: case_2 failed``, ``base_1 failed: got``).
+_FAILED_CASE = re.compile(r"^(?:ORA-\d{5}:\s*)?([A-Za-z]\w*) failed\b")
+
+
+def _case_of(test: UnitTest, message: str) -> tuple[str, list[str]] | None:
+    """The call and accepted values of the case that failed: the test's own (a converted case)
+    or, for a block of several cases (a published MBPP-PLSQL block), the one its message names."""
+    call, literals = test.options.get("call"), test.options.get("expected")
+    if isinstance(call, str) and isinstance(literals, list):
+        return call, [str(x) for x in literals]
+    cases = test.options.get("cases")
+    first = message.strip().splitlines()[0] if message.strip() else ""
+    named = _FAILED_CASE.match(first)
+    if not isinstance(cases, dict) or named is None:
+        return None
+    case = cases.get(named.group(1))
+    if not isinstance(case, dict) or not isinstance(case.get("call"), str) or not isinstance(case.get("expected"), list):
+        return None
+    return case["call"], [str(x) for x in case["expected"]]
+
+
 class AssertJudge(Judge):
     """The script runs without raising (MBPP assertion blocks).
 
-    A converted case names its call and accepted values in ``options`` (``call``, ``expected``):
-    its failure then shows the call, the expected value and what the answer returned, as a user
-    would write them, instead of the script's bare exception."""
+    A converted case names its call and accepted values in ``options`` (``call``, ``expected``),
+    a published block of several cases each case's (``cases``: label -> call, expected): a
+    failure then shows the call, the expected value and what the answer returned, as a user
+    would write them, instead of the script's bare exception. The returned value comes from the
+    PostgreSQL case's DETAIL or the Oracle block's message (:data:`~.outputs.RETURNED_MARK`);
+    whether the test passed is the script's alone."""
 
     kind = "assert"
 
     def judge(self, ctx: JudgeContext, turn: int, test: UnitTest, execution: Execution) -> TestOutcome:
         if execution.error is None:
             return TestOutcome(turn, test.id, True)
-        call = test.options.get("call")
-        literals = test.options.get("expected")
-        if not isinstance(call, str) or not isinstance(literals, list):
-            return _error_outcome(turn, test, execution, list(execution.lines))
         err = execution.error
+        case = _case_of(test, err.message)
+        if case is None:
+            return _error_outcome(turn, test, execution, list(execution.lines))
+        call, expected = case
         found = case_values(err.message)
-        if found is None:  # it raised before a value came back (or an Oracle block): what it raised
-            expected = [str(x) for x in literals]
+        if found is None:
+            returned = returned_value(err.message)
+            if returned is not None:
+                found = (expected, returned[1], returned[2])
+        if found is None:  # it raised before a value came back: what it raised
             message = f"{call}: {err.short()}; expected {_accepted(expected)}"
             return TestOutcome(turn, test.id, False, err.failure_class, message, expected,
                                list(execution.lines), err.code, extra={"call": call})

@@ -64,17 +64,79 @@ def describe_mismatch(expected: Sequence[str], actual: Sequence[str], limit: int
         e = exp[i] if i < len(exp) else "<none>"
         a = act[i] if i < len(act) else "<none>"
         if e != a:
-            lines.append(f"  line {i + 1}: expected {_clip(e)!s}")
-            lines.append(f"  {' ' * len(str(i + 1))}       got      {_clip(a)!s}")
+            shown_e, shown_a, column = differing_pair(e, a)
+            col = f", column {column}" if column is not None and column > 60 else ""
+            lines.append(f"  line {i + 1}{col}: expected {shown_e}")
+            lines.append(f"  {' ' * len(str(i + 1) + col)}       got      {shown_a}")
             shown += 1
             if shown >= limit // 2:
                 break
     return "\n".join(lines)
 
 
+#: Marker a failing Oracle MBPP case writes after its message, before the value its function
+#: returned (:mod:`pytest_plsqlbench.convert.oracle`): ``<characters shown> <characters in all>:``
+#: then the value as an Oracle literal. RAISE_APPLICATION_ERROR has no DETAIL as PostgreSQL's
+#: RAISE has, and the value can hold newlines, so its length is written before it.
+RETURNED_MARK = "plsqlbench-actual "
+_RETURNED = re.compile(re.escape(RETURNED_MARK) + r"(\d+) (\d+):")
+
+
+def returned_value(message: str) -> tuple[str, str, int] | None:
+    """``(message without the value, the value as shown, its length in all)`` from an error
+    message carrying :data:`RETURNED_MARK`, or None when it carries none."""
+    m = _RETURNED.search(message)
+    if m is None:
+        return None
+    shown, total = int(m.group(1)), int(m.group(2))
+    value = message[m.end() : m.end() + shown]
+    rest = message[: m.start()].rstrip("\n") + message[m.end() + shown :]
+    return rest, value, max(total, len(value))
+
+
+def first_difference(expected: str, actual: str) -> int:
+    """Index of the first character where two texts differ (the shorter one's length if one
+    is a prefix of the other)."""
+    return next((i for i, (e, a) in enumerate(zip(expected, actual)) if e != a), min(len(expected), len(actual)))
+
+
+def around(text: str, at: int, width: int) -> str:
+    """``text`` cut to about ``width`` characters so that position ``at`` stays in view.
+
+    Clipping a value at its start hides the part that differs whenever the difference lies
+    further in (a long output line, a long returned list); this keeps a little context before
+    ``at`` and fills the rest after it, marking each cut with ``...``."""
+    width = max(width, 12)
+    if len(text) <= width:
+        return text
+    start = max(0, min(at - width // 4, len(text) - (width - 3)))
+    head = "..." if start > 0 else ""
+    end = start + width - len(head)
+    if end < len(text):
+        end -= 3
+        return head + text[start:end] + "..."
+    return head + text[start:]
+
+
+def around_difference(expected: str, actual: str, width: int) -> tuple[str, str]:
+    """Both texts cut to about ``width`` characters each around their first difference."""
+    at = first_difference(expected, actual)
+    return around(expected, at, width), around(actual, at, width)
+
+
 def _clip(text: str, width: int = 100) -> str:
     text = repr(text) if text != "<none>" else text
     return text if len(text) <= width else text[: width - 3] + "..."
+
+
+def differing_pair(expected: str, actual: str, width: int = 100) -> tuple[str, str, int | None]:
+    """Two differing lines as shown (``repr``, ``<none>`` for a missing one), each cut to
+    ``width`` around their first difference, and that difference's 1-based column (None when
+    a line is missing)."""
+    if "<none>" in (expected, actual):
+        return _clip(expected, width), _clip(actual, width), None
+    shown_e, shown_a = around_difference(repr(expected), repr(actual), width)
+    return shown_e, shown_a, first_difference(expected, actual) + 1
 
 
 #: Characters shown as escapes when answer-controlled text reaches a terminal, a CI log or a

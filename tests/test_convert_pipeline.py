@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -28,6 +29,16 @@ def plsqlbench_oracle(plsqlbench_sample):
 def published_rows(plsqlbench_sample):
     path = plsqlbench_sample / "datasets" / "mbpp" / "mbpp_plsql.jsonl"
     return {r["task_id"]: r for r in map(json.loads, path.read_text().splitlines())}
+
+
+def unshown(script: str) -> str:
+    """A block without what shows its returned value: the local procedures before ``assert_eq``
+    and the ``|| plsqlbench_shown(...)`` of its messages."""
+    start = script.find("  PROCEDURE plsqlbench_put(")
+    if start >= 0:
+        end = script.index("\n  END;\n", script.index("  FUNCTION plsqlbench_shown(")) + len("\n  END;\n")
+        script = script[:start] + script[end:]
+    return re.sub(r" \|\| plsqlbench_shown\((?:a|v_actual)\)", "", script)
 
 
 def _norm(text: str) -> str:
@@ -69,7 +80,11 @@ def test_published_mode_runs_the_published_block_as_one_item(plsqlbench_sample, 
     for task in result.tasks:
         (test,) = task.turns[0].tests
         assert test.id == "block" and test.kind == "assert"
-        assert test.script == published_rows[task.id]["test"]
+        published = published_rows[task.id]["test"]
+        # Run as published; only assert_eq's message also carries the returned value.
+        assert test.script != published and unshown(test.script) == published
+        labels = re.findall(r"'(case_\d+) failed'", published)
+        assert sorted(test.options["cases"]) == sorted(labels) and labels
     pg = convert_file("plsqlbench-mbpp", plsqlbench_sample, "postgres", subset="mbpp", assertions="published")
     task = next(t for t in pg.tasks if t.id == "MBPP/1")
     assert [t.id for t in task.turns[0].tests] == ["case-1", "case-2", "case-3"]

@@ -15,13 +15,22 @@ under which a function returning NULL passes, and nested tables compare as multi
 functions that treat NULL as a value (NULL equals only NULL; ``''`` is NULL in Oracle),
 compare collections in order (Python semantics), as sets where the task says so, and
 numbers within the case's tolerance.
+
+A failing case's message also carries the value the function returned, written as an Oracle
+literal like the expected one (``NUMBER_NTT(85,75)``, ``TO_CLOB('heo')``), after
+:data:`~pytest_plsqlbench.outputs.RETURNED_MARK`: local procedures (:class:`_Show`) write it
+only once the comparison has failed, and any error they meet leaves the message as it was, so
+what passes and what fails is the comparison's alone. :func:`show_published` adds the same to
+a published block (its ``assert_eq`` message; the calls and comparisons stay as published).
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import Any
 
+from ..outputs import RETURNED_MARK
 from ..tasks import Fixture
 from .emitter import (
     EmitCase,
@@ -39,6 +48,13 @@ from .sqltypes import ListT, RecordT, Scalar, SqlType, items_of
 NAME_LIMIT = 30
 #: Characters per TO_CLOB('...') piece (PL/SQL string literals are limited to 32K bytes).
 CHUNK = 4000
+#: Characters of a returned value a failing case's message shows, and the bytes they may take
+#: (RAISE_APPLICATION_ERROR keeps 2,048 bytes of a message).
+SHOWN_CHARS = 1000
+SHOWN_BYTES = 1800
+#: The local function that writes a returned value for a failing case's message.
+SHOWN = "plsqlbench_shown"
+_PUT = "plsqlbench_put"
 
 
 def _name(t: SqlType) -> str:
@@ -181,6 +197,115 @@ class _Helpers:
         return [line for body in self.defs.values() for line in body]
 
 
+class _Show:
+    """Local procedures writing a value as an Oracle literal, dependencies first.
+
+    Each appends to a bounded text ``s`` (:data:`SHOWN_CHARS`) and counts in ``n`` every
+    character the whole value takes, so the message can say how much was left out. The names
+    start with ``plsqlbench_`` so that no entry point an answer defines is shadowed by them.
+    """
+
+    def __init__(self) -> None:
+        self.defs: dict[str, list[str]] = {
+            _PUT: [
+                f"  PROCEDURE {_PUT}(s IN OUT NOCOPY VARCHAR2, n IN OUT NUMBER, piece VARCHAR2) IS",
+                "  BEGIN",
+                "    n := n + NVL(LENGTH(piece), 0);",
+                f"    IF NVL(LENGTH(s), 0) < {SHOWN_CHARS} THEN",
+                f"      s := s || SUBSTR(piece, 1, {SHOWN_CHARS} - NVL(LENGTH(s), 0));",
+                "    END IF;",
+                "  END;",
+            ]
+        }
+
+    def proc(self, t: SqlType) -> str:
+        tn = _name(t)
+        name = shorten(f"plsqlbench_show_{tn.lower()}", NAME_LIMIT, "plsqlbench_show_")
+        if name in self.defs:
+            return name
+        head = [f"  PROCEDURE {name}(x {tn}, s IN OUT NOCOPY VARCHAR2, n IN OUT NUMBER) IS"]
+        null = ["    IF x IS NULL THEN", f"      {_PUT}(s, n, 'NULL');", "      RETURN;", "    END IF;"]
+        if isinstance(t, Scalar) and t.kind == "text":
+            body = [
+                *head,
+                "    v_len NUMBER;",
+                "    v_part VARCHAR2(32767);",
+                "  BEGIN",
+                *null,
+                "    v_len := NVL(DBMS_LOB.GETLENGTH(x), 0);",
+                f"    v_part := DBMS_LOB.SUBSTR(x, {SHOWN_CHARS}, 1);",
+                f"    {_PUT}(s, n, 'TO_CLOB(' || CHR(39) || REPLACE(v_part, CHR(39), CHR(39) || CHR(39)) || CHR(39));",
+                "    n := n + v_len - NVL(LENGTH(v_part), 0);",
+                f"    {_PUT}(s, n, ')');",
+                "  END;",
+            ]
+        elif isinstance(t, Scalar):
+            body = [
+                *head,
+                "    v_text VARCHAR2(200);",
+                "  BEGIN",
+                *null,
+                "    v_text := TO_CHAR(x, 'TM9', 'NLS_NUMERIC_CHARACTERS=' || CHR(39) || '.,' || CHR(39));",
+                "    IF SUBSTR(v_text, 1, 1) = '.' THEN",
+                "      v_text := '0' || v_text;",
+                "    ELSIF SUBSTR(v_text, 1, 2) = '-.' THEN",
+                "      v_text := '-0' || SUBSTR(v_text, 2);",
+                "    END IF;",
+                f"    {_PUT}(s, n, v_text);",
+                "  END;",
+            ]
+        elif isinstance(t, RecordT):
+            parts: list[str] = []
+            for i, (f, fn) in enumerate(zip(t.fields, _field_names(t))):
+                if i:
+                    parts.append(f"    {_PUT}(s, n, ',');")
+                parts.append(f"    {self.proc(f)}(x.{fn}, s, n);")
+            body = [*head, "  BEGIN", *null, f"    {_PUT}(s, n, '{tn}(');", *parts, f"    {_PUT}(s, n, ')');",
+                    "  END;"]
+        else:
+            assert isinstance(t, ListT)
+            inner = self.proc(t.elem)
+            body = [
+                *head,
+                "    v_i PLS_INTEGER;",
+                "  BEGIN",
+                *null,
+                f"    {_PUT}(s, n, '{tn}(');",
+                "    v_i := x.FIRST;",
+                "    WHILE v_i IS NOT NULL LOOP",
+                "      IF v_i > x.FIRST THEN",
+                f"        {_PUT}(s, n, ',');",
+                "      END IF;",
+                f"      {inner}(x(v_i), s, n);",
+                "      v_i := x.NEXT(v_i);",
+                "    END LOOP;",
+                f"    {_PUT}(s, n, ')');",
+                "  END;",
+            ]
+        self.defs[name] = body
+        return name
+
+    def lines(self, t: SqlType) -> list[str]:
+        """The procedures and :data:`SHOWN` for values of ``t``: the marker, the value's shown
+        and full lengths, the value; NULL (the bare message) if writing it fails."""
+        top = self.proc(t)
+        shown = [
+            f"  FUNCTION {SHOWN}(x {_name(t)}) RETURN VARCHAR2 IS",
+            "    s VARCHAR2(32767);",
+            "    n NUMBER := 0;",
+            "  BEGIN",
+            f"    {top}(x, s, n);",
+            f"    WHILE LENGTHB(s) > {SHOWN_BYTES} LOOP",
+            "      s := SUBSTR(s, 1, LENGTH(s) - 100);",
+            "    END LOOP;",
+            f"    RETURN CHR(10) || '{RETURNED_MARK}' || TO_CHAR(NVL(LENGTH(s), 0)) || ' ' || TO_CHAR(n) || ':' || s;",
+            "  EXCEPTION",
+            "    WHEN OTHERS THEN",
+            "      RETURN NULL;",
+            "  END;",
+        ]
+        return [line for body in self.defs.values() for line in body] + shown
+
 class OracleEmitter(Emitter):
     dialect = "oracle"
     intro = "Complete the following Oracle PL/SQL function."
@@ -232,8 +357,9 @@ class OracleEmitter(Emitter):
         return ["AS", "  /*", python_comment, "  */", "BEGIN", "  -- LLM-generated body", "END;"]
 
     # ----------------------------------------------------------------- tests
-    def block(self, sig: Signature, cases: Sequence[EmitCase], mode: str) -> str:
-        """One anonymous block checking ``cases`` in order (the published layout)."""
+    def block(self, sig: Signature, cases: Sequence[EmitCase], mode: str, show: bool = True) -> str:
+        """One anonymous block checking ``cases`` in order (the published layout); ``show``:
+        a failing case's message carries the returned value (see the module doc)."""
         rt = self.type_sql(sig.returns)
         tol = cases[0].tolerance if cases else Tolerance()
         cmp = cases[0].compare_type(sig) if cases else sig.returns
@@ -251,12 +377,15 @@ class OracleEmitter(Emitter):
         else:
             condition = f"NOT {eq}(a, b)"
         lines = ["DECLARE", f"  v_actual {rt};", *helpers.lines()]
+        if show:
+            lines += _Show().lines(sig.returns)
+        shown = f" || {SHOWN}(a)" if show else ""
         if single:
             lines += [
                 f"  PROCEDURE assert_eq(a {rt}, b {rt}, msg VARCHAR2) IS",
                 "  BEGIN",
                 f"    IF {condition} THEN",
-                "      RAISE_APPLICATION_ERROR(-20001, msg);",
+                f"      RAISE_APPLICATION_ERROR(-20001, msg{shown});",
                 "    END IF;",
                 "  END;",
             ]
@@ -272,7 +401,7 @@ class OracleEmitter(Emitter):
             guard = "v_actual IS NOT NULL AND " if published else ""
             lines += [
                 f"  IF {guard}NOT ({ok}) THEN",
-                f"    RAISE_APPLICATION_ERROR(-20001, '{case.label} failed');",
+                f"    RAISE_APPLICATION_ERROR(-20001, '{case.label} failed'{shown.replace('(a)', '(v_actual)')});",
                 "  END IF;",
             ]
         lines.append("END;")
@@ -297,3 +426,58 @@ class OracleEmitter(Emitter):
         return "\n".join(
             [*self.scaffold(sig), "AS", *helpers.lines(), "BEGIN", *body, "  RETURN NULL;", "END;", "/", ""]
         )
+
+
+# --------------------------------------------------------------------------- published blocks
+_ASSERT_EQ = re.compile(
+    r"^[ \t]*PROCEDURE\s+assert_eq\s*\(\s*a\s+(\w+)\s*,\s*b\s+(\w+)\s*,\s*msg\s+VARCHAR2\s*\)\s*IS\b", re.M | re.I
+)
+#: The published ``assert_eq``'s raise: the only statement :func:`show_published` changes.
+_PUBLISHED_RAISE = "RAISE_APPLICATION_ERROR(-20001, msg);"
+_PUBLISHED_CASE = re.compile(
+    r"v_actual\s*:=\s*(?P<call>.+?)\s*;\s*assert_eq\(\s*v_actual\s*,\s*(?P<expected>.+?)\s*,"
+    r"\s*'(?P<label>[^'\s]+) failed'\s*\)\s*;",
+    re.S,
+)
+
+
+def type_of_name(name: str) -> SqlType | None:
+    """The type a published block's type name stands for (``NUMBER``, ``CLOB``, ``<T>_NTT``),
+    or None for a name outside that convention."""
+    upper = name.upper()
+    if upper == "NUMBER":
+        return Scalar("number")
+    if upper == "CLOB":
+        return Scalar("text")
+    if upper.endswith("_NTT"):
+        inner = type_of_name(upper[: -len("_NTT")])
+        return ListT(inner) if inner is not None else None
+    return None
+
+
+def published_cases(block: str) -> dict[str, dict[str, Any]]:
+    """Per case label of a published block (``case_2``): its call and expected value as
+    written there, for the failure message (:class:`~pytest_plsqlbench.judges.AssertJudge`)."""
+    return {
+        m["label"]: {"call": m["call"].strip(), "expected": [m["expected"].strip()]}
+        for m in _PUBLISHED_CASE.finditer(block)
+    }
+
+
+def show_published(block: str) -> str:
+    """A published block whose ``assert_eq`` message also carries the returned value.
+
+    Only the message of its one ``RAISE_APPLICATION_ERROR`` changes, and the local procedures
+    that write the value are declared before ``assert_eq``: the calls, the ``!=`` and every
+    verdict stay the published ones. A block in any other layout is returned unchanged."""
+    m = _ASSERT_EQ.search(block)
+    if m is None or block.count(_PUBLISHED_RAISE) != 1 or block.find(_PUBLISHED_RAISE) < m.end():
+        return block
+    if m.group(1).upper() != m.group(2).upper() or "plsqlbench_" in block.lower():
+        return block
+    t = type_of_name(m.group(1))
+    if t is None or _name(t) != m.group(1).upper():
+        return block
+    helpers = "\n".join(_Show().lines(t)) + "\n"
+    shown = block[: m.start()] + helpers + block[m.start() :]
+    return shown.replace(_PUBLISHED_RAISE, f"RAISE_APPLICATION_ERROR(-20001, msg || {SHOWN}(a));")

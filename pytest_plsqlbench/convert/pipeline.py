@@ -29,7 +29,7 @@ from . import evalplus, sources
 from .emitter import ASSERTION_MODES, EmitCase, Emitter, Signature
 from .model import ConversionResult, DroppedCase, Rejection, SourceCase, SourceTask, repr_length
 from .names import sql_function_name
-from .oracle import OracleEmitter
+from .oracle import OracleEmitter, published_cases, show_published
 from .postgres import PostgresEmitter
 from .sandbox import run_calls, zygotes
 from .sqltypes import (
@@ -53,7 +53,7 @@ from .sqltypes import (
 log = logging.getLogger(__name__)
 
 #: Bump when converted output changes, so cached conversions are rebuilt.
-CONVERTER_VERSION = "2"
+CONVERTER_VERSION = "3"
 #: A case whose inputs and outputs print longer than this is dropped (``too-large``): a few
 #: MBPP+ inputs produce megabyte outputs that would bloat every script and the replay.
 MAX_CASE_CHARS = sources.MAX_CASE_CHARS
@@ -434,7 +434,12 @@ def emit_task(
     if oracle and task.published_test is not None:
         metadata["published_test_match"] = published_block_matches(emitter, sig, cases, task.published_test)
     if mode == "published" and oracle and task.published_test is not None:
-        tests: tuple[UnitTest, ...] = (UnitTest(id="block", kind="assert", script=task.published_test),)
+        # The published block decides; its failure names the case, its call, the expected and
+        # the returned value (show_published changes only the message).
+        tests: tuple[UnitTest, ...] = (
+            UnitTest(id="block", kind="assert", script=show_published(task.published_test),
+                     options={"cases": published_cases(task.published_test)}),
+        )
     else:
         tests = tuple(
             UnitTest(id=c.id, kind="assert", script=emitter.test_script(sig, c, mode),
@@ -533,7 +538,7 @@ def published_block_matches(
     """Whether the Oracle emitter reproduces a published test block (whitespace-normalised)."""
     assert isinstance(emitter, OracleEmitter)
     try:
-        block = emitter.block(sig, list(cases), "published")
+        block = emitter.block(sig, list(cases), "published", show=False)
     except ValueError:
         return False
     return _normalise(block) == _normalise(published)

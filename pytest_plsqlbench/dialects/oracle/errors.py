@@ -10,6 +10,7 @@ from typing import Any, Sequence
 
 from ... import outcomes
 from ...errors import UsageError
+from ...outputs import returned_value
 from ..base import Phase
 
 # --------------------------------------------------------------------------- error classes
@@ -146,7 +147,10 @@ def _driver() -> Any:
 def _codes_of(exc: BaseException) -> tuple[list[str], str]:
     err = exc.args[0] if exc.args else None
     message = getattr(err, "message", None) or str(exc)
-    codes = error_codes(message)
+    # The value a failing MBPP case returned is the answer's text: an "ORA-00942" in a returned
+    # string must not turn a wrong value into an interface failure.
+    shown = returned_value(message)
+    codes = error_codes(shown[0] if shown is not None else message)
     full = getattr(err, "full_code", None)
     if full and full not in codes:
         codes.insert(0, full)
