@@ -28,7 +28,7 @@ from collections.abc import Iterable, Mapping, MutableMapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
-from . import outcomes
+from . import kinds, outcomes
 from .comparators import compare_output, compare_rows
 from .dialects.base import Execution
 from .outcomes import TestOutcome
@@ -246,8 +246,7 @@ class OutputJudge(Judge):
     kind = "output"
 
     def validate(self, test: UnitTest) -> None:
-        if test.expected is None:
-            raise ValueError(f"unit test {test.id!r}: kind 'output' needs 'expected'")
+        kinds.check_output(test)
 
     def expected_lines(self, ctx: JudgeContext, turn: int, test: UnitTest) -> list[str]:
         return list(test.expected or ())
@@ -281,8 +280,7 @@ class RowsJudge(OutputJudge):
     kind = "rows"
 
     def validate(self, test: UnitTest) -> None:
-        if test.expected is None and not test.options.get("gold_sql"):
-            raise ValueError(f"unit test {test.id!r}: kind 'rows' needs 'expected' or options.gold_sql")
+        kinds.check_rows(test)
 
     def needs_expectation(self, test: UnitTest) -> bool:
         return test.expected is None
