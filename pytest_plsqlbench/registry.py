@@ -10,6 +10,7 @@ BUILTIN_PLUGINS = (
     "pytest_plsqlbench.loaders.mbpp",
     "pytest_plsqlbench.loaders.plsqlbench",
     "pytest_plsqlbench.procarena.loader",
+    "pytest_plsqlbench.procarena.family",
     "pytest_plsqlbench.procarena.plforge",
     "pytest_plsqlbench.procarena.perf.b2",
     "pytest_plsqlbench.procarena.interactive.play",
