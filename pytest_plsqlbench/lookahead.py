@@ -41,9 +41,14 @@ class TaskBlock(Protocol):
     """What the look-ahead needs of a task's node (``collect.TaskNode``): it sets the task up
     and ends its run, and never imports the collector that owns the node type."""
 
-    nodeid: str
-    task: Task
-    run: TaskRun | None
+    @property
+    def nodeid(self) -> str: ...
+
+    @property
+    def task(self) -> Task: ...
+
+    @property
+    def run(self) -> TaskRun | None: ...
 
     def setup_now(self) -> None: ...
 
@@ -53,10 +58,17 @@ class TaskBlock(Protocol):
 class BlockItem(Protocol):
     """What the look-ahead needs of one test item (``collect.PlsqlItem``)."""
 
-    nodeid: str
-    task_node: TaskBlock
-    turn: Turn
-    test: UnitTest
+    @property
+    def nodeid(self) -> str: ...
+
+    @property
+    def task_node(self) -> TaskBlock: ...
+
+    @property
+    def turn(self) -> Turn: ...
+
+    @property
+    def test(self) -> UnitTest: ...
 
     def get_closest_marker(self, name: str) -> Any: ...
 
