@@ -82,7 +82,9 @@ class Harness:
         if not self._lookahead_decided:
             self._lookahead_decided = True
             if not self.settings.database.no_lookahead and lookahead_enabled(self.config):
-                self._lookahead = Lookahead(session.items)
+                self._lookahead = Lookahead(
+                    [(item, item.task_node if isinstance(item, PlsqlItem) else None) for item in session.items]
+                )
         return self._lookahead
 
     def backend_for(self):  # noqa: ANN201 - Backend

@@ -97,7 +97,7 @@ class MetricFamily:
 
     def summary_lines(self, subsets: Mapping[str, Mapping[str, Any]], verbose: int = 0) -> list[str]:
         """Lines for the end-of-run summary, for the subsets of this family (table first)."""
-        from .summary import family_table_lines
+        from .reporting.table import family_table_lines
 
         return family_table_lines(self, subsets, cis=verbose >= 0)
 
@@ -202,7 +202,7 @@ def _discover(registry: FamilyRegistry) -> None:
     if _discovered:
         return
     _discovered = True
-    from .plugin import BUILTIN_PLUGINS
+    from .registry import BUILTIN_PLUGINS
 
     modules: list[Any] = []
     for name in BUILTIN_PLUGINS:

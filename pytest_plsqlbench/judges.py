@@ -29,7 +29,7 @@ from collections.abc import Iterable, Mapping, MutableMapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
-from . import outcomes
+from . import kinds, outcomes
 from .comparators import compare_output, compare_rows
 from .dialects.base import Execution
 from .outputs import returned_value
@@ -275,8 +275,7 @@ class OutputJudge(Judge):
     kind = "output"
 
     def validate(self, test: UnitTest) -> None:
-        if test.expected is None:
-            raise ValueError(f"unit test {test.id!r}: kind 'output' needs 'expected'")
+        kinds.check_output(test)
 
     def expected_lines(self, ctx: JudgeContext, turn: int, test: UnitTest) -> list[str]:
         return list(test.expected or ())
@@ -310,8 +309,7 @@ class RowsJudge(OutputJudge):
     kind = "rows"
 
     def validate(self, test: UnitTest) -> None:
-        if test.expected is None and not test.options.get("gold_sql"):
-            raise ValueError(f"unit test {test.id!r}: kind 'rows' needs 'expected' or options.gold_sql")
+        kinds.check_rows(test)
 
     def needs_expectation(self, test: UnitTest) -> bool:
         return test.expected is None

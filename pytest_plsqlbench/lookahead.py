@@ -25,15 +25,52 @@ from __future__ import annotations
 import logging
 import threading
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any, Protocol, Sequence
 
 import pytest
 
 from .errors import InfrastructureError
 
 if TYPE_CHECKING:
-    from .collect import PlsqlItem, TaskNode
     from .outcomes import TestOutcome
+    from .runner import TaskRun
+    from .tasks import Task, Turn, UnitTest
+
+
+class TaskBlock(Protocol):
+    """What the look-ahead needs of a task's node (``collect.TaskNode``): it sets the task up
+    and ends its run, and never imports the collector that owns the node type."""
+
+    @property
+    def nodeid(self) -> str: ...
+
+    @property
+    def task(self) -> Task: ...
+
+    @property
+    def run(self) -> TaskRun | None: ...
+
+    def setup_now(self) -> None: ...
+
+    def finish_run(self) -> None: ...
+
+
+class BlockItem(Protocol):
+    """What the look-ahead needs of one test item (``collect.PlsqlItem``)."""
+
+    @property
+    def nodeid(self) -> str: ...
+
+    @property
+    def task_node(self) -> TaskBlock: ...
+
+    @property
+    def turn(self) -> Turn: ...
+
+    @property
+    def test(self) -> UnitTest: ...
+
+    def get_closest_marker(self, name: str) -> Any: ...
 
 log = logging.getLogger(__name__)
 
@@ -42,8 +79,8 @@ log = logging.getLogger(__name__)
 class Block:
     """A run of consecutive items of one task node: what pytest sets up once and tears down once."""
 
-    node: "TaskNode"
-    items: list["PlsqlItem"]
+    node: TaskBlock
+    items: list[BlockItem]
     eligible: bool
     #: Set once setup and every item have run (by the thread, or inline for the first block).
     ready: threading.Event = field(default_factory=threading.Event)
@@ -62,7 +99,7 @@ def _passes_through(exc: BaseException) -> bool:
     return isinstance(exc, (KeyboardInterrupt, SystemExit, GeneratorExit))
 
 
-def eligible(node: "TaskNode") -> bool:
+def eligible(node: TaskBlock) -> bool:
     """Tasks whose every test is an ``assert`` test on an installed answer, and that can run."""
     task = node.task
     return (
@@ -102,16 +139,15 @@ def _per_test_timeout(config: pytest.Config) -> bool:
         return False
 
 
-def blocks_of(items: Sequence[Any]) -> list[Block]:
-    from .collect import PlsqlItem
-
+def blocks_of(items: Sequence[tuple[Any, TaskBlock | None]]) -> list[Block]:
+    """Consecutive items of one task node, from ``(item, its task node)`` pairs in run order
+    (the node is ``None`` for an item that is not a benchmark test)."""
     blocks: list[Block] = []
     last = None
-    for item in items:
-        if not isinstance(item, PlsqlItem):
+    for item, node in items:
+        if node is None:
             last = None  # pytest tears the task down before a plain test: a new block after it
             continue
-        node = item.task_node
         if last is node:
             blocks[-1].items.append(item)
         else:
@@ -122,7 +158,7 @@ def blocks_of(items: Sequence[Any]) -> list[Block]:
 
 
 class Lookahead:
-    def __init__(self, items: Sequence[Any]) -> None:
+    def __init__(self, items: Sequence[tuple[Any, TaskBlock | None]]) -> None:
         self.blocks = blocks_of(items)
         #: Index of the block pytest sets up next.
         self.pos = 0
@@ -132,7 +168,7 @@ class Lookahead:
         self._by_node: dict[int, Block] = {}
 
     # ------------------------------------------------------------------ called by TaskNode
-    def setup(self, node: "TaskNode") -> bool:
+    def setup(self, node: TaskBlock) -> bool:
         """Set ``node`` up from its block (running it now if no job did); False: set it up as usual."""
         if not self.active:
             return False
@@ -163,7 +199,7 @@ class Lookahead:
             raise block.setup_error
         return True
 
-    def outcome(self, item: "PlsqlItem") -> "TestOutcome | None":
+    def outcome(self, item: BlockItem) -> "TestOutcome | None":
         """The item's stored outcome (None: its task runs as usual); a stored error is raised."""
         block = self._by_node.get(id(item.task_node))
         if block is None or not block.ready.is_set():
@@ -177,7 +213,7 @@ class Lookahead:
             raise found
         return found
 
-    def teardown(self, node: "TaskNode") -> None:
+    def teardown(self, node: TaskBlock) -> None:
         """Wait until a job has finished the node's run, if one took that over; raise its error."""
         block = self._by_node.pop(id(node), None)
         if block is None:
@@ -189,7 +225,7 @@ class Lookahead:
         if block.finish_error is not None:
             raise block.finish_error
 
-    def _find(self, node: "TaskNode") -> int | None:
+    def _find(self, node: TaskBlock) -> int | None:
         """The block pytest sets up now: the next one, or a later one when pytest skipped those
         in between before setting their nodes up (a task the data cannot run, a skip mark)."""
         for index in range(self.pos, len(self.blocks)):

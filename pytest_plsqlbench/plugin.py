@@ -32,6 +32,7 @@ from .errors import PlsqlBenchError, UsageError
 from .manifests import Manifest, discover, run_dialect
 from .results import ResultsCollector
 from .records import ItemRecord
+from .registry import BUILTIN_PLUGINS
 from .settings import Settings, add_options, dialect_given, source_variable
 from .state import SETTINGS_KEY, get_settings, is_active, worker_count, worker_id
 from .summary import summary_lines
@@ -43,22 +44,6 @@ TASKS_KEY = pytest.StashKey[dict[str, tuple[Path | None, list[Task]]]]()
 #: Every manifest the run can see, read once (``--plsql-tasks`` folders included).
 MANIFESTS_KEY = pytest.StashKey[dict[str, Manifest]]()
 RESULTS_KEY = pytest.StashKey[ResultsCollector]()
-
-#: Built-in plugins: each implements some of our hookspecs with ``trylast`` impls.
-BUILTIN_PLUGINS = (
-    "pytest_plsqlbench.builtin_answers",
-    "pytest_plsqlbench.loaders.yaml_tasks",
-    "pytest_plsqlbench.loaders.mbpp",
-    "pytest_plsqlbench.loaders.plsqlbench",
-    "pytest_plsqlbench.procarena.loader",
-    "pytest_plsqlbench.procarena.plforge",
-    "pytest_plsqlbench.procarena.perf.b2",
-    "pytest_plsqlbench.procarena.interactive.play",
-    "pytest_plsqlbench.generation.plugin",
-    "pytest_plsqlbench.faults",
-    "pytest_plsqlbench.concise",
-    "pytest_plsqlbench.loading",
-)
 
 
 def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:

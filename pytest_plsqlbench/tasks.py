@@ -14,6 +14,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any, Literal
 
+from .kinds import check_builtin
+
 DIALECTS = ("postgres", "oracle")
 Dialect = Literal["postgres", "oracle"]
 
@@ -86,10 +88,7 @@ class UnitTest:
     def __post_init__(self) -> None:
         if not isinstance(self.kind, str) or not self.kind.strip():
             raise ValueError(f"unit test {self.id!r}: kind must be a non-empty name, not {self.kind!r}")
-        from .judges import DEFAULT  # noqa: PLC0415 - judges import this module
-
-        if self.kind in DEFAULT:  # other kinds are checked against the run's judges at collection
-            DEFAULT[self.kind].validate(self)
+        check_builtin(self)  # other kinds are checked against the run's judges at collection
         if self.expected is not None and not isinstance(self.expected, tuple):
             object.__setattr__(self, "expected", tuple(self.expected))
 

@@ -163,18 +163,6 @@ def spec_of(task: Task) -> ProcSpec:
     return read(Path(str(task.metadata["task_file"])))
 
 
-def pytest_plsql_judges(config: pytest.Config) -> list:
-    from .judge import judges
-
-    return judges()
-
-
-def pytest_plsql_metric_families() -> list:
-    from .metrics import ProcArenaFamily
-
-    return [ProcArenaFamily()]
-
-
 @pytest.hookimpl(trylast=True)
 def pytest_plsql_load_subset(config: pytest.Config, manifest: Manifest, settings: Settings) -> list[Task] | None:
     if manifest.loader != LOADER:

@@ -58,7 +58,7 @@ def suite_properties(document: Mapping[str, Any]) -> list[tuple[str, str]]:
     summary prints them (percent with two decimals, ``1.35x``, counts), how pytest's item counts
     relate to them, and ``plsql.interrupted`` when the run stopped early."""
     from .. import families
-    from ..summary import cell, item_counts
+    from .table import cell, item_counts
 
     header = document.get("header") or {}
     props: list[tuple[str, str]] = [("plsql.model", str(header.get("model"))), ("plsql.dialect", str(header.get("dialect")))]

@@ -19,7 +19,7 @@ from ..metrics import HEADLINE, NOT_JUDGED, TaskResult, failed_tests, score_samp
 from ..outcomes import FAILURE_CLASSES, PASSED
 from ..reporting.leaderboard import split_overall
 from ..reporting.stats import BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED, CONFIDENCE
-from .reading import RESULTS_FORMAT, RESULTS_VERSION
+from .version import RESULTS_FORMAT, RESULTS_VERSION
 
 if TYPE_CHECKING:
     from ..manifests import Manifest

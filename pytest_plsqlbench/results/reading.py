@@ -20,15 +20,7 @@ from ..errors import UsageError
 from ..outcomes import PASSED
 from ..textfiles import read_text
 
-RESULTS_FORMAT = "pytest-plsqlbench/results"
-#: 2: samples are scored as one task (pass@k), bootstrap CIs, analysis-unit failure counts,
-#: usage, per-subset paper mapping and data revision. 1 (never released) had none of these.
-#: Added within version 2 (readers ignore what they do not know): each test's ``score`` and typed
-#: ``extra`` values, each subset's ``metric_family``; the header's ``interrupted``, ``items_collected``
-#: and ``system_prompt``, each task's ``prompts``, each answer's ``code``/``raw``, each test's ``script``;
-#: the header's ``answer_code: "exact"`` (each answer's ``code`` is the whole answer, never clipped;
-#: files without it clipped ``code`` at 20,000 characters).
-RESULTS_VERSION = 2
+from .version import RESULTS_FORMAT, RESULTS_VERSION  # re-exported: the reader checks them
 
 #: Header fields that must agree for two documents to be parts of one run (``merge``).
 RUN_IDENTITY = (

@@ -22,7 +22,7 @@ from html import escape
 from typing import Any, Iterable, Mapping
 
 from ...outputs import printable
-from ..metrics import _pct, task_outcome
+from ..figures import _pct, task_outcome
 from .budget import MALFORMED
 from .tools import NAMES
 
