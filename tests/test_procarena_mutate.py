@@ -226,6 +226,21 @@ def test_validate_mutants_passes_a_strong_suite_and_fails_a_weak_one(tmp_path: P
     assert "SURVIVOR constant:" in proc.stdout
 
 
+def test_validate_task_selects_one_task(tmp_path: Path) -> None:
+    """``--task ID`` checks only that task: a second task with a problem (a hand-written mutant that is
+    gold itself) is not run."""
+    root = _mini_tree(tmp_path / "two", strong=True)
+    task_dir = root.parent / "mini" / "postgres"
+    raw = yaml.safe_load((task_dir / "a1_000.yaml").read_text())
+    raw["id"], raw["mutants"] = "postgres_a1_001", [{"why": "gold itself, which no call can fail", "code": raw["gold"]}]
+    (task_dir / "a1_001.yaml").write_text(yaml.safe_dump(raw, sort_keys=False))
+    both = _validate(tmp_path, "--subset", "procarena-mini", "--plsql-tasks", str(root.parent))
+    assert both.returncode == 1 and "2 task(s)" in both.stdout, both.stdout + both.stderr
+    one = _validate(tmp_path, "--subset", "procarena-mini", "--plsql-tasks", str(root.parent),
+                    "--task", "postgres_a1_000", "--mutants", "--mutants-limit", "3")
+    assert one.returncode == 0 and "1 task(s)" in one.stdout and "postgres_a1_001" not in one.stdout, one.stdout + one.stderr
+
+
 @pytest.mark.parametrize(("args", "message"), [
     (["--subset", "procarena-mini", "--mutants-limit", "3"], "need --mutants"),
     (["--subset", "procarena-mini", "--mutants", "--mutants-limit", "0"], "positive number"),
@@ -233,6 +248,9 @@ def test_validate_mutants_passes_a_strong_suite_and_fails_a_weak_one(tmp_path: P
     (["--subset", "procarena-mini", "--mutants", "--mutants-operators", "swap"], "unknown operator"),
     (["--subset", "spider", "--mutants"], "ProcArena subsets"),
     (["--mutants"], "give --subset"),
+    (["--task", "postgres_a1_000"], "give --subset"),
+    (["--subset", "spider", "--task", "postgres_a1_000"], "not one"),
+    (["--subset", "procarena-mini", "--task", "postgres_zz_999"], "no task postgres_zz_999"),
 ])
 def test_mutation_options_are_checked(tmp_path: Path, args: list[str], message: str) -> None:
     proc = _validate(tmp_path, *args, "--plsql-tasks", str(DATA / "tasks"))

@@ -92,6 +92,8 @@ def register(subparsers: Any) -> None:
     val.add_argument("--mutants-operators", metavar="LIST",
                      help="comma-separated operators to use (default: all; see docs/procarena.md)")
     val.add_argument("--no-diffs", action="store_true", help="list survivors by id only, without their diffs")
+    val.add_argument("--task", action="append", metavar="ID",
+                     help="ProcArena subsets: check only this task (its id, e.g. postgres_a1_000; repeatable)")
     val.set_defaults(func=run_validate)
 
 
@@ -154,8 +156,8 @@ def run_validate(args: argparse.Namespace) -> int:
 
     if args.subset:
         return _validate_subset(args)
-    if args.mutants:
-        raise UsageError("--mutants checks a ProcArena subset: give --subset NAME (e.g. procarena-sample)")
+    if args.mutants or args.task:
+        raise UsageError("--mutants and --task check a ProcArena subset: give --subset NAME (e.g. procarena-sample)")
     if args.file is None:
         raise UsageError("plsqlbench validate needs FILE (from plsqlbench convert) or --subset NAME")
     tasks = read_tasks(args.file)
@@ -224,7 +226,10 @@ def _validate_subset(args: argparse.Namespace) -> int:
     if args.subset in known and known[args.subset].loader == "procarena":
         from ..procarena.validate import validate_subset as validate_procarena
 
-        lines, ok = validate_procarena(known[args.subset], settings, _mutation_options(args))
+        lines, ok = validate_procarena(known[args.subset], settings, _mutation_options(args),
+                                       tuple(args.task or ()))
+    elif args.task:
+        raise UsageError(f"--task selects tasks of a ProcArena subset; {args.subset!r} is not one")
     elif args.mutants:
         raise UsageError(f"--mutants checks ProcArena subsets (their gold procedures); {args.subset!r} is not one")
     else:

@@ -20,6 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .. import outcomes
+from ..errors import UsageError
 from ..manifests import Manifest
 from ..runner import open_backend
 from ..settings import Settings
@@ -93,8 +94,17 @@ def mutation_lines(backend, task, options: MutationOptions) -> tuple[list[str], 
 
 
 def validate_subset(manifest: Manifest, settings: Settings,
-                    mutants: MutationOptions | None = None) -> tuple[list[str], bool]:
+                    mutants: MutationOptions | None = None,
+                    only: tuple[str, ...] = ()) -> tuple[list[str], bool]:
+    """Check the subset's tasks (only those whose id is in ``only``, when given: one task's
+    mutation run takes minutes, so a task author checks the task being edited)."""
     tasks = load(manifest, settings)
+    if only:
+        unknown = sorted(set(only) - {t.id for t in tasks})
+        if unknown:
+            raise UsageError(f"--task: no task {', '.join(unknown)} in {manifest.name} "
+                             f"({settings.database.dialect}); its tasks: {', '.join(t.id for t in tasks)}")
+        tasks = [t for t in tasks if t.id in only]
     problems: list[str] = []
     raising = 0
     mutation: list[str] = []
