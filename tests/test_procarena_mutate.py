@@ -115,7 +115,7 @@ def test_mutants_are_unique_and_ids_stable() -> None:
 @pytest.mark.parametrize("dialect", ["postgres", "oracle"])
 def test_every_sample_gold_yields_mutants_of_each_family(dialect: str) -> None:
     files = sorted((SAMPLE / dialect).glob("*.yaml"))
-    assert len(files) == 23
+    assert len(files) == 26 and {p.name for p in files} == {p.name for p in (SAMPLE / "postgres").glob("*.yaml")}
     for path in files:
         spec = read(path)
         ops = Counter(m.operator for m in mt.generate(spec.gold, dialect))
@@ -267,7 +267,7 @@ QUICK = 24
 
 def test_sample_quick_mutation_scores(backend: object) -> None:
     tasks = load(load_manifest(REPO / "tasks" / "procarena-sample.yaml"), Settings.of(subsets=("procarena-sample",)))
-    assert len(tasks) == 23
+    assert len(tasks) == 26
     killed = counted = 0
     for task in tasks:
         spec = spec_of(task)
