@@ -27,7 +27,7 @@ from .errors import FixtureError, InfrastructureError, PlsqlBenchError, UsageErr
 from .lookahead import Lookahead
 from .lookahead import enabled_for as lookahead_enabled
 from .outcomes import TestOutcome
-from .outputs import normalize_lines, printable
+from .outputs import around_difference, normalize_lines, printable
 from .records import MAX_ANSWER_TEXT, MAX_PROMPT_TEXT, MAX_SCRIPT_TEXT, ItemRecord, TaskFacts, clip_text, json_value
 from .runner import TaskRun
 from .safety import make_checker
@@ -306,11 +306,21 @@ def failure_text(outcome: TestOutcome) -> str:
     # The answer's text: no escape sequence reaches a terminal (the lines below are reprs).
     lines = [clip(printable(f"[{outcome.failure_class}] {outcome.message}".rstrip()))]
     if outcome.expected is not None and outcome.actual is not None and "expected" not in outcome.message:
-        exp = [clip(x, 200) for x in normalize_lines(outcome.expected[:6])]
-        act = [clip(x, 200) for x in normalize_lines(outcome.actual[:6])]
+        exp, act = _paired_lines(normalize_lines(outcome.expected[:6]), normalize_lines(outcome.actual[:6]))
         lines.append(f"expected: {exp[:5]!r}{' ...' if len(outcome.expected) > 5 else ''}")
         lines.append(f"actual:   {act[:5]!r}{' ...' if len(outcome.actual) > 5 else ''}")
     return "\n".join(lines)
+
+
+def _paired_lines(expected: list[str], actual: list[str], width: int = 200) -> tuple[list[str], list[str]]:
+    """The lines cut to ``width``, a pair that differs around its first difference: clipped at
+    their start, two long lines differing late would read alike."""
+    exp = [clip(x, width) for x in expected]
+    act = [clip(x, width) for x in actual]
+    for i, (e, a) in enumerate(zip(expected, actual)):
+        if e != a:
+            exp[i], act[i] = around_difference(e, a, width)
+    return exp, act
 
 
 def build_items(

@@ -24,6 +24,14 @@ def test_failure_text_is_clipped() -> None:
     assert "more characters" in text
 
 
+def test_failure_text_keeps_a_late_difference_of_long_lines_in_view() -> None:
+    expected, actual = "0123456789" * 60 + "EXPECTED-TAIL", "0123456789" * 60 + "ACTUAL-TAIL"
+    outcome = TestOutcome(1, "t", False, "wrong_output", "1 line differs", ["same", expected], ["same", actual])
+    text = failure_text(outcome)
+    assert "EXPECTED-TAIL" in text and "ACTUAL-TAIL" in text, text
+    assert len(text) < 1200 and "'same'" in text
+
+
 def test_megabyte_errors_and_notices_stay_small_in_terminal_junit_and_results(pytester: pytest.Pytester) -> None:
     """The issue's 2 MB RAISE EXCEPTION made a 216 MB terminal log and JUnit file."""
     raise_big = ("CREATE FUNCTION f(x int) RETURNS int LANGUAGE plpgsql AS $$ BEGIN "
