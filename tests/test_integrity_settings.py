@@ -171,6 +171,10 @@ CUSTOM_NAMES = {
     "set_config in a transaction": "SELECT set_config('x.seen', 'v', true);",
     "SET": "SET x.seen = 'v';",
     "SET LOCAL": "SET LOCAL x.seen TO 'v';",
+    "RESET": "RESET x.seen;",
+    "RESET, quoted": 'RESET "x"."seen";',
+    "RESET in a procedure": (
+        "CREATE PROCEDURE answers.p() LANGUAGE plpgsql AS $$ BEGIN RESET x.seen; END $$; CALL answers.p();"),
     "SET SESSION, quoted, comments": 'SET SESSION "x" /* ; */ . /* -- */ "seen" = \'v\';',
     "in a function": ("CREATE FUNCTION answers.f() RETURNS text LANGUAGE plpgsql AS $$ BEGIN SET x.seen = 1; "
                       "RETURN 'ok'; END $$; SELECT answers.f();"),
@@ -188,6 +192,7 @@ def test_a_custom_setting_name_an_answer_creates_never_reaches_the_next_task(bac
     may have created one ends with a new backend."""
     probe = "SELECT coalesce(current_setting('x.seen', true), 'never seen');"
     made = evaluate_task(backend, task("makes", [("t", probe, ("-",))]), [script])
+    assert made.outcomes[0].actual, made.outcomes[0].message
     assert made.outcomes[0].actual[-1] != "never seen", "the script did not create the name: the test proves nothing"
     later = evaluate_task(backend, task("reads", [("t", probe, ("never seen",))]), ["SELECT 1;"])
     assert later.outcomes[0].passed, later.outcomes[0].actual

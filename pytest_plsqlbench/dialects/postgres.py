@@ -130,11 +130,11 @@ _REVOKED_VIEWS = ("pg_stat_activity", "pg_cursors", "pg_prepared_statements")
 #: Disk a candidate's temporary files may use (sorts, hashes, temp tables spilling).
 TEMP_FILE_LIMIT = "1GB"
 #: What a script must contain to create a custom setting's name (``x.y``), which no ROLLBACK or
-#: DISCARD ALL removes (it then reads ``''`` instead of NULL): ``SET`` with a dotted name (a
-#: statement, a function's SET clause), ``set_config``, or SQL text built at run time (dynamic
+#: DISCARD ALL removes (it then reads ``''`` instead of NULL): ``SET`` or ``RESET`` with a dotted
+#: name (a statement, a function's SET clause; ``RESET x.y`` makes the name too), ``set_config``, or SQL text built at run time (dynamic
 #: ``EXECUTE``, the ``*_to_xml`` and ``ts_stat``/``ts_rewrite`` functions that run a query string,
 #: ``U&`` escapes that spell any of these). A task whose scripts matched ends with a new backend.
-_MAY_ADD_SETTINGS = re.compile(r"set_config|\bset\b[\s\S]*?\.|execute|u&|xml|ts_stat|ts_rewrite", re.I)
+_MAY_ADD_SETTINGS = re.compile(r"set_config|\b(?:re)?set\b[\s\S]*?\.|execute|u&|xml|ts_stat|ts_rewrite", re.I)
 #: A COPY that would switch the connection into the COPY sub-protocol.
 _CLIENT_COPY = re.compile(r"\bSTD(?:IN|OUT)\b", re.I)
 
