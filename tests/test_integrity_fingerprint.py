@@ -65,13 +65,16 @@ DECLARE
     $q$SELECT string_agg(s.sequencename || ':' || coalesce(s.last_value, -1), ',') FROM pg_sequences s WHERE s.schemaname = '%s'$q$,
     $q$SELECT string_agg(name || '=' || setting, ',' ORDER BY name) FROM pg_settings$q$,
     $q$SELECT coalesce(current_setting('x.seen', true), '<none>') || coalesce(current_setting('probe.mark', true), '<none>')$q$,
-    $q$SELECT string_agg(locktype || ':' || mode || ':' || coalesce(relation::regclass::text, ''), ',' ORDER BY 1) FROM pg_locks WHERE locktype = 'relation'$q$
+    $q$SELECT string_agg(locktype || ':' || mode || ':' || coalesce(relation::regclass::text, ''), ',' ORDER BY 1) FROM pg_locks WHERE locktype = 'relation'$q$,
+    $q$SELECT string_agg(to_jsonb(b)::text, ',' ORDER BY 1) FROM pg_stat_get_backend_io(pg_backend_pid()) b$q$,
+    $q$SELECT to_jsonb(w)::text FROM pg_stat_get_backend_wal(pg_backend_pid()) w$q$
   ];
   views text[] := ARRAY['pg_stat_user_tables', 'pg_stat_xact_user_tables', 'pg_statio_user_tables',
     'pg_stat_user_indexes', 'pg_statio_user_indexes', 'pg_statio_user_sequences', 'pg_stat_user_functions',
     'pg_stat_xact_user_functions', 'pg_stat_database', 'pg_stat_database_conflicts', 'pg_stat_all_tables',
     'pg_stat_xact_all_tables', 'pg_stat_slru', 'pg_stat_wal', 'pg_stat_archiver', 'pg_stat_replication_slots',
-    'pg_stat_subscription_stats', 'pg_prepared_xacts'];
+    'pg_stat_subscription_stats', 'pg_prepared_xacts', 'pg_stat_io', 'pg_stat_bgwriter', 'pg_stat_checkpointer',
+    'pg_stat_recovery_prefetch'];
 BEGIN
   FOREACH q IN ARRAY queries LOOP
     BEGIN
