@@ -7,6 +7,7 @@ procarena-sample --mutants`` (README).
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from collections import Counter
@@ -381,3 +382,25 @@ def test_oracle_sample_quick_mutation_scores_live() -> None:
             killed += score.count("killed")
             counted += score.counted
     assert counted and killed / counted >= QUICK_FLOOR
+
+
+def test_hollow_tasks_left_out_are_named_in_the_data_report_and_the_results(tmp_path: Path, pytester: pytest.Pytester) -> None:
+    """Issue 32: a task left out at load as hollow is counted where constant-passable MBPP tasks
+    are -- a data report in the terminal summary and ``procarena_report`` in the results file --
+    not only on the progress line; the other task of the subset still runs."""
+    manifest = _mini_tree(tmp_path, strong=True)
+    raw = yaml.safe_load(MINI_TASK.read_text())
+    raw.update(id="postgres_a1_001", requirement=raw["requirement"] + "Finally print the new balance with RAISE NOTICE.\n")
+    (manifest.parent / "mini" / "postgres" / "a1_001.yaml").write_text(yaml.safe_dump(raw, sort_keys=False))
+    results = tmp_path / "r.json"
+    run = pytester.runpytest_subprocess(f"--plsql-tasks={manifest.parent}", "--subset", "procarena-mini",
+                                        "--plsql-model=reference", "-p", "no:cacheprovider",
+                                        "--plsql-results", str(results))
+    out = run.stdout.str()
+    assert run.ret == 0, out
+    assert "ProcArena data report" in out and "procarena-mini: 1 task(s) left out as hollow" in out, out
+    doc = json.loads(results.read_text())
+    (left,) = doc["procarena_report"]["procarena-mini"]["left_out_hollow"]
+    assert left.startswith("postgres_a1_001: ") and "printed output" in left, left
+    ran = {t["task_id"] for t in doc["tasks"]}
+    assert ran == {"postgres_a1_000"}, ran

@@ -128,14 +128,21 @@ def load_specs(manifest: Manifest, dialect: str) -> list[ProcSpec]:
     return specs
 
 
-def load(manifest: Manifest, settings: Settings) -> list[Task]:
+#: Per run, subset -> the hollow tasks its loader left out ("id: why"): the data report
+#: (:mod:`.family`) names them in the terminal summary and the results file.
+HOLLOW_KEY = pytest.StashKey[dict[str, list[str]]]()
+
+
+def load(manifest: Manifest, settings: Settings, left_out: list[str] | None = None) -> list[Task]:
+    """The subset's tasks; the hollow ones are left out, each appended to ``left_out`` as
+    "id: why" when a list is given."""
     search = fixture_dirs(manifest)
     tasks = []
     fixtures: dict[str, Fixture] = {}
     mode = str(manifest.options.get("mode") or "direct")
     if mode not in ("direct", "interactive"):
         raise UsageError(f"{manifest.path}: options.mode must be 'direct' or 'interactive', not {mode!r}")
-    left_out: list[str] = []
+    left_out = left_out if left_out is not None else []
     specs = load_specs(manifest, settings.database.dialect)
     for spec in specs:
         if mode == "interactive" and spec.interactive is None:
@@ -167,4 +174,8 @@ def spec_of(task: Task) -> ProcSpec:
 def pytest_plsql_load_subset(config: pytest.Config, manifest: Manifest, settings: Settings) -> list[Task] | None:
     if manifest.loader != LOADER:
         return None
-    return load(manifest, settings)
+    left_out: list[str] = []
+    tasks = load(manifest, settings, left_out)
+    if left_out:
+        config.stash.setdefault(HOLLOW_KEY, {})[manifest.name] = left_out
+    return tasks

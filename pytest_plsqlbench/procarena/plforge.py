@@ -41,7 +41,7 @@ from . import JUDGE
 from .describe import describe_fixture
 from .hollow import gold_prints, output_request
 from .judge import JUDGING
-from .loader import KIND
+from .loader import HOLLOW_KEY, KIND
 from .prompt import render
 
 LOADER = "plforge"
@@ -163,7 +163,9 @@ def case_renames(script: str, schema: str, records: list[dict[str, Any]], dialec
     return out
 
 
-def load(manifest: Manifest, settings: Settings) -> list[Task]:
+def load(manifest: Manifest, settings: Settings, left_out: list[str] | None = None) -> list[Task]:
+    """The records' tasks; those asking for what no call can judge are left out, each appended
+    to ``left_out`` as "id: why" when a list is given."""
     from ..spider.schema import Catalog, pg_ident
 
     path = resolve(manifest, settings.data)
@@ -183,7 +185,7 @@ def load(manifest: Manifest, settings: Settings) -> list[Task]:
             by_db.setdefault(rec["database"].lower(), []).append(rec)
     pg_fixtures: dict[str, tuple[Fixture, list[str]]] = {}
     tasks = []
-    left_out: list[str] = []
+    left_out = left_out if left_out is not None else []
     seen: set[str] = set()
     for n, rec in enumerate(records, 1):
         text, gold, calls, procedure, tables, task_id = _check(rec, n, path, settings.database.dialect)
@@ -247,4 +249,8 @@ def load(manifest: Manifest, settings: Settings) -> list[Task]:
 def pytest_plsql_load_subset(config: pytest.Config, manifest: Manifest, settings: Settings) -> list[Task] | None:
     if manifest.loader != LOADER:
         return None
-    return load(manifest, settings)
+    left_out: list[str] = []
+    tasks = load(manifest, settings, left_out)
+    if left_out:
+        config.stash.setdefault(HOLLOW_KEY, {})[manifest.name] = left_out
+    return tasks
