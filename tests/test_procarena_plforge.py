@@ -204,6 +204,9 @@ def test_gold_runs_on_mixed_case_and_hollow_records_are_left_out(tmp_path: Path)
         assert all(why in t["message"] and t["extra"].get("reference_failed") for t in tests), tests
     assert "prints" not in by_id
     assert "1 of 4 record(s) left out as hollow tasks" in proc.stdout + proc.stderr
+    (left,) = doc["procarena_report"]["plforge"]["left_out_hollow"]
+    assert left.startswith("prints: ") and "printed output" in left, left
+    assert "plforge: 1 task(s) left out as hollow" in proc.stdout
 
 
 def test_a_procedure_that_does_nothing_fails_a_mixed_case_record(tmp_path: Path) -> None:
@@ -216,3 +219,44 @@ def test_a_procedure_that_does_nothing_fails_a_mixed_case_record(tmp_path: Path)
     proc = _run(tmp_path, release, records, f"--plsql-answers={answers}", "--tb=short")
     assert "1 failed, 1 passed" in proc.stdout, proc.stdout[-3000:] + proc.stderr[-2000:]
     assert "the final state differs" in proc.stdout
+
+
+def test_the_procarena_judging_mode_on_mixed_case_records(tmp_path: Path) -> None:
+    """``options.judging: procarena`` in an own copy of the plforge manifest: a call on which gold
+    raises is judged by ProcArena's rule (the same error passes that call; not raising fails it),
+    where PLForge's rule leaves such a record out as hollow (gold raises on a call)."""
+    release = write_release(tmp_path / "release")
+    mine = tmp_path / "mytasks"
+    mine.mkdir()
+    manifest = (Path(__file__).resolve().parent.parent / "tasks" / "plforge.yaml").read_text()
+    assert "judging: plforge" in manifest
+    (mine / "plforge-pa.yaml").write_text(manifest.replace("name: plforge", "name: plforge-pa", 1)
+                                          .replace("judging: plforge", "judging: procarena"))
+    record = {**MIXED[0], "call": ["call restock(2, 5);", "call restock(3, 0);", "call restock(1, 1);"]}
+    records = tmp_path / "records.json"
+    records.write_text(json.dumps([record]))
+    no_guard = RESTOCK.replace("IF p_n <= 0 THEN", "IF p_n < 0 THEN")
+    answers = tmp_path / "answers.jsonl"
+    answers.write_text(json.dumps({"task_id": "mixed_restock", "subset": "plforge-pa", "answer": no_guard}) + "\n")
+
+    def run(subset: str, *extra: str) -> dict:
+        out = tmp_path / f"{subset}-{len(extra)}.json"
+        proc = subprocess.run(
+            [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--subset", subset, f"--plsql-tasks={mine}",
+             f"--plsql-data={release}", f"--plsql-source=plforge={records}", f"--plsql-data-cache={tmp_path / 'cache'}",
+             "-n", "0", "-q", f"--plsql-results={out}", *extra],
+            cwd=tmp_path, capture_output=True, text=True, timeout=600)
+        assert out.exists(), proc.stdout[-3000:] + proc.stderr[-2000:]
+        return json.loads(out.read_text())
+
+    ref = run("plforge-pa", "--plsql-model=reference")
+    (task,) = ref["tasks"]
+    assert [t["passed"] for t in task["tests"]] == [True, True, True], task["tests"]
+    wrong = run("plforge-pa", f"--plsql-answers={answers}")
+    (task,) = wrong["tasks"]
+    # call-2 did not raise and logged a sale of 0; the states stay apart after it (call-3 too)
+    assert [t["passed"] for t in task["tests"]] == [True, False, False], task["tests"]
+    assert "raise" in task["tests"][1]["message"], task["tests"][1]["message"]
+    plf = run("plforge", "--plsql-model=reference")
+    (task,) = plf["tasks"]
+    assert all(not t["passed"] and t["extra"].get("reference_failed") for t in task["tests"]), task["tests"]
