@@ -170,7 +170,7 @@ def test_a5_needs_components_and_b2_needs_its_fields() -> None:
         parse(raw, Path("f.yaml"))
     raw["b2"] = {"pattern": "n_plus_one", "degraded": "CREATE ...", "scale": {"tinybank.accounts": 500}}
     spec = parse(raw, Path("f.yaml"))
-    assert spec.b2 is not None and spec.b2.scale == {"tinybank.accounts": 500} and spec.b2.repeats == 5
+    assert spec.b2 is not None and spec.b2.scale == {"tinybank.accounts": 500} and spec.b2.repeats == 7
 
 
 def test_task_shape_and_prompt_hide_the_hidden_part() -> None:
