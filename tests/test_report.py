@@ -26,6 +26,10 @@ CHROMIUM_FLAGS = (
     "--disable-background-networking",
     "--disable-component-update",
     "--no-first-run",
+    # Containers and loaded CI machines: shared memory in /tmp, no zygote (two crashes at start,
+    # SIGTRAP, under a loaded CI run with the defaults)
+    "--disable-dev-shm-usage",
+    "--no-zygote",
 )
 
 
@@ -44,7 +48,7 @@ def dump_dom(browser: str, url: str, *flags: str) -> str:
     """The DOM headless Chromium leaves after ``url``'s scripts ran. A browser killed by a signal
     (a crash at start, seen once on a loaded machine) is started once more with a new profile; a
     page that fails to render fails the test."""
-    for attempt in (1, 2):
+    for attempt in (1, 2, 3):
         with tempfile.TemporaryDirectory(prefix="chromium-") as profile:
             proc = subprocess.run(
                 [browser, *CHROMIUM_FLAGS, *flags, f"--user-data-dir={profile}", "--dump-dom", url],
@@ -53,7 +57,7 @@ def dump_dom(browser: str, url: str, *flags: str) -> str:
                 text=True,
                 timeout=120,
             )
-        if proc.returncode >= 0 or attempt == 2:
+        if proc.returncode >= 0 or attempt == 3:
             break
     assert proc.returncode == 0 and "<html" in proc.stdout, f"exit {proc.returncode}: {proc.stderr[-2000:]}"
     return proc.stdout
