@@ -308,7 +308,7 @@ def test_each_run_starts_from_fresh_tables_whatever_an_earlier_run_left(
         assert bench.run(spec.gold).work.value > first.value
 
 
-def test_the_work_counter_counts_parallel_workers_tid_scans_and_triggers(backend: Any, b2_task: Any) -> None:
+def test_the_work_counter_counts_parallel_workers_tid_scans_triggers_and_dropped_copies(backend: Any, b2_task: Any) -> None:
     spec = _spec(b2_task)
     read_all = "SELECT sum(amount) FROM clinic.invoices;"
     variants = {
@@ -329,6 +329,9 @@ BEGIN PERFORM sum(amount) FROM clinic.invoices; RETURN NULL; END $t$;
 CREATE TRIGGER b2_read AFTER INSERT ON answers.b2_t FOR EACH ROW EXECUTE FUNCTION answers.b2_read();
 INSERT INTO answers.b2_t SELECT generate_series(1, 50);
 """,
+        # the reads moved to a copy of the answer's own, read five times and dropped before the run ends
+        "dropped": spec.gold + "\nCREATE TABLE answers.b2_copy AS SELECT * FROM clinic.invoices;\n"
+                   + "SELECT sum(amount) FROM answers.b2_copy;\n" * 5 + "DROP TABLE answers.b2_copy;\n",
     }
     with _bench(backend, b2_task) as bench:
         for _ in range(2):
@@ -345,6 +348,10 @@ INSERT INTO answers.b2_t SELECT generate_series(1, 50);
     # 50 reads of the invoices (each of its blocks) in the trigger, all counted
     pages = w["serial"].value - w["gold"].value
     assert w["trigger"].value >= w["gold"].value + 50 * pages, (w["trigger"].counts, w["gold"].counts)
+    # a copy read five times, then dropped: its blocks counted though pg_class no longer has it
+    assert w["dropped"].counts.get("dropped_buffers", 0) >= 5 * pages * 0.9, (w["dropped"].counts, pages)
+    assert w["dropped"].value >= w["gold"].value + 5 * pages, (w["dropped"].counts, w["gold"].counts)
+    assert "dropped_buffers" not in w["gold"].counts  # nothing dropped, nothing added
 
 
 def _perf(backend: Any, task: Any, answer: str, repeats: int = 3) -> dict:

@@ -40,9 +40,10 @@ def timed_run(session: Any, code: str, calls: Sequence[str], clock: Callable[[],
     through this one function, so what is measured is the same whichever prepared the run."""
     from ... import outcomes
     from .. import state as st
-    from .work import pg_counts
+    from .work import Work, pg_counts, pg_dropped_blocks, pg_oid_mark
 
     before = pg_counts(session.conn)
+    first_oid = pg_oid_mark(session.conn)
     t0, c0 = time.perf_counter(), clock()
     install = session.run(code, isolated=False, phase="install")
     raised: list[str | None] = []
@@ -61,6 +62,13 @@ def timed_run(session: Any, code: str, calls: Sequence[str], clock: Callable[[],
         seconds = wall
     conn = session.conn  # the session's connection now (a timeout may have replaced it)
     work = pg_counts(conn) - before
+    if not timed_out:  # a timeout's new connection has neither the counts nor the marks
+        dropped = pg_dropped_blocks(conn, first_oid, pg_oid_mark(conn))
+        if dropped:
+            counts = dict(work.counts)
+            counts["buffers"] = counts.get("buffers", 0) + dropped
+            counts["dropped_buffers"] = dropped
+            work = Work(counts, work.measure)
     state = st.pg_snapshot(conn, list(schemas)) if keep_state and install.error is None else None
     error = install.error.short() if install.error is not None else None
     return Run(seconds, work, tuple(raised), error, state, timed_out, wall_s=wall)

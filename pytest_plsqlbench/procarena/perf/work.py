@@ -20,9 +20,14 @@ can start (``max_worker_processes = 0``, set when its data directory is made, a 
 setting no session can change); on a ``--plsql-dsn`` server the harness turns parallel plans
 off for every run (``SET LOCAL max_parallel_workers_per_gather = 0``) and an answer that turns
 them back on inside its body has its workers' blocks uncounted (known limit, stated in
-docs/procarena-b2.md). Known limit: blocks of a table the answer creates and drops within one
-run are not in ``pg_class`` when the run ends, so they are not counted (filling it read the
-task's tables, which are).
+docs/procarena-b2.md). Relations a run creates and drops (a temporary copy worked on, then
+dropped) are gone from ``pg_class`` when the run ends, but the backend's pending counts for
+their oids stay until the transaction ends: the run brackets itself with two allocations from
+the OID counter (``lo_create(0)``, rolled back with the run), and every oid between them that
+``pg_class`` no longer has is counted too (:func:`pg_run_counts`). Known limit: a relation
+created *inside a subtransaction that is rolled back* (a PL/pgSQL block left through its
+EXCEPTION handler) takes its pending counts with it; the blocks it read from the task's tables
+to fill it are counted.
 
 Oracle -- the measured session's statistics (``V$MYSTAT`` joined to ``V$STATNAME``), read
 before and after the task's calls (not around the installation: compiling a procedure runs
@@ -99,6 +104,32 @@ def pg_counts(conn: Any) -> Work:
     buffers, scans, tuples, writes = conn.execute(PG_COUNTERS).fetchone()
     return Work({"buffers": int(buffers), "scans": int(scans), "tuples": int(tuples), "writes": int(writes)},
                 PG_MEASURE)
+
+
+#: An oid from the OID counter, now (a large object of the run's transaction: rolled back with it).
+PG_OID_MARK = "SELECT pg_catalog.lo_create(0)::int8"
+#: Blocks fetched from relations with oids in ``(%s, %s)`` that ``pg_class`` no longer lists:
+#: relations the run created and dropped (their pending counts last until the transaction ends).
+PG_DROPPED_BLOCKS = (
+    "SELECT COALESCE(SUM(pg_catalog.pg_stat_get_xact_blocks_fetched(o::oid)), 0)::int8 "
+    "FROM pg_catalog.generate_series(%s::int8 + 1, %s::int8 - 1) AS o "
+    "WHERE NOT EXISTS (SELECT 1 FROM pg_catalog.pg_class c WHERE c.oid = o::oid)"
+)
+#: More oids than this between the marks (a run that made millions of objects) are not scanned.
+MAX_OID_SPAN = 2_000_000
+
+
+def pg_oid_mark(conn: Any) -> int:
+    """An oid freshly taken from the OID counter: a mark before or after a run."""
+    return int(conn.execute(PG_OID_MARK).fetchone()[0])
+
+
+def pg_dropped_blocks(conn: Any, first: int, last: int) -> int:
+    """Blocks the backend fetched from relations made after oid ``first`` and dropped before
+    oid ``last`` was taken (0 when the span wrapped around or exceeds :data:`MAX_OID_SPAN`)."""
+    if not 0 < last - first <= MAX_OID_SPAN:
+        return 0
+    return int(conn.execute(PG_DROPPED_BLOCKS, (first, last)).fetchone()[0])
 
 
 # --------------------------------------------------------------------------- Oracle
