@@ -154,6 +154,46 @@ def test_measure_keeps_the_state_of_every_measured_run_of_a_checked_contender() 
     assert [(c, k) for c, k in kept[:3] if k] == [("c", True)]
 
 
+def test_more_rounds_of_gold_and_the_answer_while_the_interval_straddles_a_bin_border() -> None:
+    """Issue 31: after the planned rounds, gold and the answer run again (the degraded input not),
+    in alternating order, until the interval lies in one bin or ``max_more`` rounds ran; the
+    answer's extra runs keep their state (checked like every run of it)."""
+    calls: list[tuple[str, bool]] = []
+    # a noisy start: gold 1.0 / 1.3, the answer 1.25 / 1.0 -> interval 0.77-1.3 ("noise");
+    # then both sides run 1.0 again and again, and the second-fastest runs close in
+    times = {"g": iter([1.0, 1.3] + [1.0] * 20), "c": iter([1.25, 1.0] + [1.0] * 20), "b": iter([5.0] * 9)}
+
+    def run(code: str, keep: bool) -> timing.Run:
+        calls.append((code, keep))
+        return timing.Run(next(times[code]), work.Work({"scans": 1}))
+
+    def settled(got: Any) -> bool:
+        _point, (low, high) = timing.fastest_ratio(got["gold"], got["candidate"])
+        return bm.interval_bin(low, high) != "noise"
+
+    got = timing.measure(run, {"gold": "g", "baseline": "b", "candidate": "c"}, 2, warmup=0, checked=("candidate",),
+                         reference="gold", last="baseline", settled=settled, more=("gold", "candidate"), max_more=6)
+    assert got["baseline"].extra_runs == 0 and len(got["baseline"].runs) == 2
+    assert got["gold"].extra_runs == got["candidate"].extra_runs == 1, calls
+    assert calls[6:] == [("g", False), ("c", True)]
+    _point, (low, high) = timing.fastest_ratio(got["gold"], got["candidate"])
+    assert bm.interval_bin(low, high) == "matched"
+    # never settled: stops after max_more rounds, order alternating
+    calls.clear()
+    times = {"g": iter([1.0, 2.0] * 20), "c": iter([2.0, 1.0] * 20), "b": iter([5.0] * 9)}
+    got = timing.measure(run, {"gold": "g", "baseline": "b", "candidate": "c"}, 2, warmup=0, checked=("candidate",),
+                         reference="gold", last="baseline", settled=lambda _got: False, more=("gold", "candidate"),
+                         max_more=3)
+    assert got["gold"].extra_runs == got["candidate"].extra_runs == 3
+    assert [c for c, _ in calls[6:]] == ["g", "c", "c", "g", "g", "c"]
+    # no settled function: the planned rounds only
+    calls.clear()
+    times = {"g": iter([1.0] * 9), "c": iter([1.0] * 9), "b": iter([5.0] * 9)}
+    timing.measure(run, {"gold": "g", "baseline": "b", "candidate": "c"}, 2, warmup=0, more=("gold", "candidate"),
+                   max_more=3)
+    assert len(calls) == 6
+
+
 def test_the_reference_runs_first_of_all_and_keeps_that_state() -> None:
     """Gold's state at scale is taken before any other contender has run (a rollback leaves the
     physical growth of each run behind for the next ones)."""
@@ -645,6 +685,9 @@ def test_validate_flags_a_degraded_input_that_is_not_slower(backend: Any, b2_tas
     same = type(spec.b2)(**{**spec.b2.__dict__, "degraded": spec.gold})
     line, problems = check_speed(backend, b2_task, type(spec)(**{**spec.__dict__, "b2": same}), repeats=1)
     assert any("does no more work than gold" in p for p in problems)
+    # gold against itself: the speedup's lower end is far below 3x, a problem with its numbers
+    slow = [p for p in problems if "is only" in p]
+    assert len(slow) == 1 and "faster than the degraded input at the task's scale" in slow[0] and "needs >= 3x" in slow[0], problems
 
 
 def test_end_to_end_summary_and_results(b2_task: Any, tmp_path: Path) -> None:

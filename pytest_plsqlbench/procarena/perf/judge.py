@@ -28,6 +28,7 @@ from __future__ import annotations
 import logging
 import time
 import weakref
+from collections.abc import Mapping
 from typing import Any
 
 from ... import outcomes
@@ -47,6 +48,10 @@ KIND = "procarena-b2"
 #: bench that does not say (a bench's ``WARMUP``: none on a fresh copy per run).
 WARMUP = 2
 CRITERION = "fastest run's CPU seconds of the server backend (wall seconds where unreadable); work: buffers"
+#: Further rounds of gold and the answer, at most this many times the planned ones, while the
+#: acceleration interval straddles a bin border (:func:`.timing.measure`): on a busy machine
+#: the interval narrows round by round until it lies in one bin; on a quiet one none are needed.
+MORE_ROUNDS = 2
 
 
 def _harness_time(session: Any, action: Any) -> None:
@@ -186,6 +191,17 @@ class PerfJudge(Judge):
                     spent += took if took is not None else time.monotonic() - t0
                 session.deadline = deadline
 
+        def settled(got: Mapping[str, timing.Measurement]) -> bool:
+            """No more rounds: the interval lies in one bin, a run failed or was not timed, or
+            another run of the answer might not fit in what is left of its budget."""
+            gold, cand = got[timing.GOLD], got[timing.CANDIDATE]
+            if not gold.runs or not cand.runs or any(r.timed_out or r.install_error for r in gold.runs + cand.runs):
+                return True
+            if budget is not None and budget - spent < 3 * max(r.wall_s or 0.0 for r in cand.runs):
+                return True
+            _point, (low, high) = timing.fastest_ratio(gold, cand)
+            return bm.interval_bin(low, high, spec.b2.min_speedup) != "noise"
+
         started = time.monotonic()
         try:
             fixtures = getattr(getattr(ctx, "task", None), "fixtures", None)
@@ -195,7 +211,8 @@ class PerfJudge(Judge):
                 with quiet.measuring() as lock:
                     got = timing.measure(run, contenders, repeats, warmup=warmup,  # type: ignore[arg-type]
                                          checked=(timing.CANDIDATE,), reference=timing.GOLD,
-                                         last=timing.BASELINE)
+                                         last=timing.BASELINE, settled=settled,
+                                         more=(timing.GOLD, timing.CANDIDATE), max_more=MORE_ROUNDS * repeats)
         except timing.NotMeasured as exc:
             return {"admitted": True, "acceleration": None, "why": f"timing not measured: {exc}"}
         gold, cand, base = got[timing.GOLD], got[timing.CANDIDATE], got[timing.BASELINE]
@@ -220,6 +237,7 @@ class PerfJudge(Judge):
             "runs": done[0],
             "runs_per_s": round(done[0] / max(time.monotonic() - started, 1e-9), 3),
             "warmup_rounds": warmup,
+            "more_runs": {k: m.extra_runs for k, m in got.items() if m.extra_runs},
             "estimator": "fastest run",
             "seconds": {k: m.best_s for k, m in got.items()},
             "median_s": {k: m.median_s for k, m in got.items()},

@@ -46,6 +46,8 @@ class Measurement:
     #: The reference contender's first run of all, state kept: on the scaled tables as scaling
     #: left them, before any other contender's run (see :func:`measure`).
     first_run: Run | None = None
+    #: Runs past the planned rounds, while the interval straddled a bin border (see :func:`measure`).
+    extra_runs: int = 0
 
     @property
     def seconds(self) -> list[float]:
@@ -140,7 +142,8 @@ def rounds(labels: Sequence[str], repeats: int, last: str | None = None) -> list
 
 def measure(run: Callable[[str, bool], Run], contenders: Mapping[str, str], repeats: int,
             warmup: int = 2, checked: Sequence[str] = (), reference: str | None = None,
-            last: str | None = None) -> dict[str, Measurement]:
+            last: str | None = None, settled: Callable[[Mapping[str, Measurement]], bool] | None = None,
+            more: Sequence[str] = (), max_more: int = 0) -> dict[str, Measurement]:
     """Time every contender ``repeats`` times in rotating order; ``run(code, keep_state)`` performs
     one run, keeping its final state for the contender's first measured run (without a
     ``reference``), and for every measured run of the ``checked`` contenders (the candidate: an
@@ -156,7 +159,13 @@ def measure(run: Callable[[str, bool], Run], contenders: Mapping[str, str], repe
     candidate's states are held to was made before any candidate ran. A rollback does not undo
     the physical growth a run leaves (dead row versions, index entries), so the later runs of
     gold and of the degraded input meet whatever the runs before them left; a timeout there must
-    not stand in for a check of the candidate's state."""
+    not stand in for a check of the candidate's state.
+
+    ``settled``/``more``/``max_more``: after the ``repeats`` rounds, while ``settled(out)`` is
+    false (the interval straddles a bin border), up to ``max_more`` further rounds of the
+    contenders ``more`` (gold and the answer; their order alternates). On a busy machine the
+    fastest and second-fastest runs of each side draw nearer the work itself with every round, so
+    the interval narrows until it lies in one bin or the rounds run out ("within noise")."""
     out = {label: Measurement(label) for label in contenders}
     stopped: set[str] = set()  # a contender that hit the statement timeout runs no more
 
@@ -200,6 +209,13 @@ def measure(run: Callable[[str, bool], Run], contenders: Mapping[str, str], repe
                 out[label].runs.append(result)
                 if first_of_reference:
                     out[label].first_run = result
+    extra = [label for label in more if label in out]
+    for k in range(max_more if settled is not None and extra else 0):
+        if any(label in stopped for label in extra) or settled(out):  # type: ignore[misc]
+            break
+        for label in extra if k % 2 == 0 else extra[::-1]:
+            out[label].runs.append(once(label, label in checked))
+            out[label].extra_runs += 1
     return out
 
 
