@@ -518,7 +518,11 @@ def test_reference_matches_gold_exactly_in_work(backend: Any, b2_task: Any) -> N
     assert rec["work_ratio"] == 1.0  # deterministic counter: the same procedure, the same count
     assert rec["acceleration"] > 0 and perf.score == rec["acceleration"]  # near 1 by design; no clock bound
     assert rec["work_ratio_vs_baseline"] > 1.0  # gold does less work than the degraded input
-    assert set(rec["seconds"]) == {"gold", "baseline", "candidate"} and len(rec["runs_s"]["gold"]) == 2
+    assert set(rec["seconds"]) == {"gold", "baseline", "candidate"} and len(rec["runs_s"]["baseline"]) == 2
+    more = rec["more_runs"]  # further rounds of gold and the answer only, while the interval straddled a border
+    assert set(more) <= {"gold", "candidate"} and more.get("gold", 0) == more.get("candidate", 0) <= 2 * 2
+    assert len(rec["runs_s"]["gold"]) == len(rec["runs_s"]["candidate"]) == 2 + more.get("gold", 0)
+    assert (rec["bin"] == "noise") == (more.get("gold", 0) == 4 and bm.interval_bin(*rec["acceleration_interval"]) == "noise")
     assert all(v >= 1.0 for v in rec["noise"].values()) and rec["scaled"]["clinic.patients"] == 200
     assert rec["bin"] in bm.BINS and rec["repeats"] == 2
 
