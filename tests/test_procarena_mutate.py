@@ -260,28 +260,29 @@ def test_mutation_options_are_checked(tmp_path: Path, args: list[str], message: 
 
 
 # --------------------------------------------------------------------------- the sample (quick mode in CI)
-#: Quick-mode floor per sample task: the mutation score of a fixed spread of 24 mutants per task
-#: may not fall (a weakened call suite fails here). The full run and its >= 95 % goal:
-#: ``plsqlbench validate --subset procarena-sample --mutants`` (README, docs/procarena.md).
+#: Quick mode: a fixed spread of this many mutants per task (the same ones every run), each
+#: sample task held to :data:`QUICK_FLOOR` on its own -- a weakened call suite of any one task
+#: fails here, not only a fall of the whole sample's average. The full run and its >= 95 % goal
+#: per task: ``plsqlbench validate --subset procarena-sample --mutants`` (README, docs/procarena.md).
 QUICK = 24
 
 
 def test_sample_quick_mutation_scores(backend: object) -> None:
     tasks = load(load_manifest(REPO / "tasks" / "procarena-sample.yaml"), Settings.of(subsets=("procarena-sample",)))
-    assert len(tasks) == 26
-    killed = counted = 0
+    assert len(tasks) >= 26
+    low: dict[str, str] = {}
     for task in tasks:
         spec = spec_of(task)
         score = mt.score_task(backend, task, spec.gold, dict(spec.equivalent), limit=QUICK)
         assert not score.stale, f"{task.id}: stale equivalent marks {score.stale}"
-        killed += score.count("killed")
-        counted += score.counted
-    assert counted > len(tasks) * QUICK * 0.8
-    assert killed / counted >= QUICK_FLOOR, f"sample quick mutation score {killed / counted:.1%} fell below {QUICK_FLOOR:.0%}"
+        assert score.counted >= QUICK * 0.6, f"{task.id}: only {score.counted} of {QUICK} quick mutants counted"
+        if score.score < QUICK_FLOOR:
+            low[task.id] = f"{score.score:.1%} ({score.count('killed')} of {score.counted})"
+    assert not low, f"quick mutation score below {QUICK_FLOOR:.0%} per task: {low}"
 
 
-#: Measured 87.8 % (395 of 450) when set; the issue's goal, >= 95 % per task in the full run, is not reached yet.
-QUICK_FLOOR = 0.86
+#: Every task at >= 95 % in the full run leaves at most one survivor in its quick spread.
+QUICK_FLOOR = 0.95
 
 
 # --------------------------------------------------------------------------- hollow tasks
