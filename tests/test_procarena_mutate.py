@@ -281,7 +281,8 @@ def test_sample_quick_mutation_scores(backend: object) -> None:
     assert not low, f"quick mutation score below {QUICK_FLOOR:.0%} per task: {low}"
 
 
-#: Every task at >= 95 % in the full run leaves at most one survivor in its quick spread.
+#: The issue's target per task (issue 32); every sample task's quick spread meets it (measured:
+#: at most one survivor in a spread, every task at 96-100 % in the full run).
 QUICK_FLOOR = 0.95
 
 
