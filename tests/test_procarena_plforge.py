@@ -207,6 +207,10 @@ def test_gold_runs_on_mixed_case_and_hollow_records_are_left_out(tmp_path: Path)
     (left,) = doc["procarena_report"]["plforge"]["left_out_hollow"]
     assert left.startswith("prints: ") and "printed output" in left, left
     assert "plforge: 1 task(s) left out as hollow" in proc.stdout
+    at_run = doc["procarena_report"]["plforge"]["hollow_at_run"]
+    assert sorted(a.split(":", 1)[0] for a in at_run) == ["gold_always_raises", "gold_changes_nothing"], at_run
+    assert any("gold raises on every call" in a for a in at_run), at_run
+    assert "plforge: 2 task(s) hollow when gold ran, left out of the metrics as reference failures" in proc.stdout
 
 
 def test_a_procedure_that_does_nothing_fails_a_mixed_case_record(tmp_path: Path) -> None:
