@@ -40,20 +40,27 @@ def _hollow_at_run(results: dict[str, Any]) -> dict[str, list[str]]:
     return {name: [f"{tid}: {why}" for tid, why in ids.items()] for name, ids in out.items()}
 
 
-def pytest_plsql_results(config: pytest.Config, results: dict[str, Any]) -> None:
-    """The data report: ProcArena and PLForge tasks left out as hollow, by subset -- at load (what
-    they ask no call can judge) and when the judge ran gold (``hollow_at_run``)."""
+#: The run's data report, as the results document holds it (terminal summary reads it back).
+_REPORT_KEY = pytest.StashKey[dict[str, dict[str, list[str]]]]()
+
+
+def _report(config: pytest.Config, results: dict[str, Any]) -> dict[str, dict[str, list[str]]]:
+    """subset -> the tasks left out as hollow at load (``left_out_hollow``) and when the judge
+    ran gold (``hollow_at_run``)."""
     report: dict[str, dict[str, list[str]]] = {}
     for name, ids in sorted(config.stash.get(HOLLOW_KEY, {}).items()):
         report.setdefault(name, {})["left_out_hollow"] = list(ids)
     for name, ids in sorted(_hollow_at_run(results).items()):
         report.setdefault(name, {})["hollow_at_run"] = ids
-    config.stash[_REPORT_KEY] = report
+    return report
+
+
+def pytest_plsql_results(config: pytest.Config, results: dict[str, Any]) -> None:
+    """The data report: ProcArena and PLForge tasks left out as hollow, by subset -- at load (what
+    they ask no call can judge) and when the judge ran gold (``hollow_at_run``)."""
+    report = config.stash[_REPORT_KEY] = _report(config, results)
     if report:
         results["procarena_report"] = report
-
-
-_REPORT_KEY = pytest.StashKey[dict[str, dict[str, list[str]]]]()
 
 
 def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
@@ -61,7 +68,7 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
         return
     report = config.stash.get(_REPORT_KEY, None)
     if report is None:  # no results document was built (nothing collected): what loading left out
-        report = {name: {"left_out_hollow": ids} for name, ids in config.stash.get(HOLLOW_KEY, {}).items()}
+        report = _report(config, {})
     if not report:
         return
     terminalreporter.write_sep("-", "ProcArena data report")

@@ -133,6 +133,12 @@ def load_specs(manifest: Manifest, dialect: str) -> list[ProcSpec]:
 HOLLOW_KEY = pytest.StashKey[dict[str, list[str]]]()
 
 
+def note_hollow(config: pytest.Config, subset: str, left_out: list[str]) -> None:
+    """Keep what a loader of ``subset`` left out as hollow for the run's data report."""
+    if left_out:
+        config.stash.setdefault(HOLLOW_KEY, {})[subset] = left_out
+
+
 def load(manifest: Manifest, settings: Settings, left_out: list[str] | None = None) -> list[Task]:
     """The subset's tasks; the hollow ones are left out, each appended to ``left_out`` as
     "id: why" when a list is given."""
@@ -176,6 +182,5 @@ def pytest_plsql_load_subset(config: pytest.Config, manifest: Manifest, settings
         return None
     left_out: list[str] = []
     tasks = load(manifest, settings, left_out)
-    if left_out:
-        config.stash.setdefault(HOLLOW_KEY, {})[manifest.name] = left_out
+    note_hollow(config, manifest.name, left_out)
     return tasks

@@ -41,7 +41,7 @@ from . import JUDGE
 from .describe import describe_fixture
 from .hollow import gold_prints, output_request
 from .judge import JUDGING
-from .loader import HOLLOW_KEY, KIND
+from .loader import KIND, note_hollow
 from .prompt import render
 
 LOADER = "plforge"
@@ -251,6 +251,5 @@ def pytest_plsql_load_subset(config: pytest.Config, manifest: Manifest, settings
         return None
     left_out: list[str] = []
     tasks = load(manifest, settings, left_out)
-    if left_out:
-        config.stash.setdefault(HOLLOW_KEY, {})[manifest.name] = left_out
+    note_hollow(config, manifest.name, left_out)
     return tasks

@@ -210,8 +210,10 @@ def measure(run: Callable[[str, bool], Run], contenders: Mapping[str, str], repe
                 if first_of_reference:
                     out[label].first_run = result
     extra = [label for label in more if label in out]
-    for k in range(max_more if settled is not None and extra else 0):
-        if any(label in stopped for label in extra) or settled(out):  # type: ignore[misc]
+    if settled is None or not extra:
+        return out
+    for k in range(max_more):
+        if any(label in stopped for label in extra) or settled(out):
             break
         for label in extra if k % 2 == 0 else extra[::-1]:
             out[label].runs.append(once(label, label in checked))

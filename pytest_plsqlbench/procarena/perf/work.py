@@ -24,7 +24,7 @@ docs/procarena-b2.md). Relations a run creates and drops (a temporary copy worke
 dropped) are gone from ``pg_class`` when the run ends, but the backend's pending counts for
 their oids stay until the transaction ends: the run brackets itself with two allocations from
 the OID counter (``lo_create(0)``, rolled back with the run), and every oid between them that
-``pg_class`` no longer has is counted too (:func:`pg_run_counts`). Known limit: a relation
+``pg_class`` no longer has is counted too (:func:`pg_dropped_blocks`). Known limit: a relation
 created *inside a subtransaction that is rolled back* (a PL/pgSQL block left through its
 EXCEPTION handler) takes its pending counts with it; the blocks it read from the task's tables
 to fill it are counted.
