@@ -493,13 +493,13 @@ def test_work_counter_is_deterministic(backend: Any, b2_task: Any) -> None:
     assert all(r.seconds > 0 and r.install_error is None and len(r.raised) == len(spec.calls) for r in gold + slow)
 
 
-def _perf(backend: Any, task: Any, answer: str, **run: Any) -> Any:
+def _perf(backend: Any, task: Any, answer: str, repeats: int = 2, **run: Any) -> Any:
     from pytest_plsqlbench.judges import DEFAULT, JudgeRegistry
     from pytest_plsqlbench.procarena.judge import judges
     from pytest_plsqlbench.procarena.perf.judge import PerfJudge
     from pytest_plsqlbench.runner import TaskRun
 
-    registry = JudgeRegistry(list(DEFAULT.values()) + judges() + [PerfJudge(repeats=2)])
+    registry = JudgeRegistry(list(DEFAULT.values()) + judges() + [PerfJudge(repeats=repeats)])
     taskrun = TaskRun(backend, task, [answer], judges=registry, **run)
     taskrun.start()
     try:
@@ -525,6 +525,15 @@ def test_reference_matches_gold_exactly_in_work(backend: Any, b2_task: Any) -> N
     assert (rec["bin"] == "noise") == (more.get("gold", 0) == 4 and bm.interval_bin(*rec["acceleration_interval"]) == "noise")
     assert all(v >= 1.0 for v in rec["noise"].values()) and rec["scaled"]["clinic.patients"] == 200
     assert rec["bin"] in bm.BINS and rec["repeats"] == 2
+
+
+def test_a_single_planned_round_gets_no_further_rounds(backend: Any, b2_task: Any) -> None:
+    """--plsql-b2-repeats=1 is a quick check: its interval stays the point widened by NOISE_FLOOR
+    (never "slower" on noise alone); further rounds would narrow it to what 3 runs can tell."""
+    rec = _perf(backend, b2_task, _spec(b2_task).gold, repeats=1)[-1].extra["b2"]
+    assert rec["more_runs"] == {} and all(len(v) == 1 for v in rec["runs_s"].values()), rec["runs_s"]
+    low, high = rec["acceleration_interval"]
+    assert low < 1 / 1.1 and high > 1.1 and rec["bin"] == "noise"
 
 
 def test_degraded_input_does_more_work(backend: Any, b2_task: Any) -> None:
