@@ -101,3 +101,36 @@ def test_a_derived_pristine_holds_what_was_built_on_it(backend: PostgresBackend)
         assert conn.execute("SELECT count(*) FROM probe.t").fetchone()[0] == 500
     with store.fresh(base) as copy, copy.connect() as conn:
         assert conn.execute("SELECT count(*) FROM probe.t").fetchone()[0] == 20
+
+
+def test_copies_run_under_the_memory_limit_without_lowering_this_process(
+    backend: PostgresBackend, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The limit is set in each copy's server alone: copies come up on a background thread, and a
+    limit lowered on this whole process meanwhile held for whatever else it started (headless
+    Chromium died at start under it)."""
+    import resource
+
+    from pytest_plsqlbench.dialects import pg_server
+
+    lowered: list[tuple[int, tuple[int, int]]] = []
+    real = resource.setrlimit
+
+    def spy(which: int, limits: tuple[int, int]) -> None:
+        lowered.append((which, limits))
+        real(which, limits)
+
+    monkeypatch.setattr(resource, "setrlimit", spy)
+    store = backend.pristines
+    pristine = store.pristine("probe", _build)
+    before = resource.getrlimit(resource.RLIMIT_AS)
+    with store.fresh(pristine) as copy:
+        limits = Path(f"/proc/{copy.server.pid()}/limits").read_text()
+        with store._lock:
+            spare = store._spares.get(pristine.key)
+        assert spare is not None  # the next copy is prepared on the background thread
+        spare.result()
+    assert lowered == [] and resource.getrlimit(resource.RLIMIT_AS) == before
+    assert pg_server.MEMORY_LIMIT is not None
+    assert any(line.startswith("Max address space") and line.split()[3] == str(pg_server.MEMORY_LIMIT)
+               for line in limits.splitlines()), limits

@@ -26,10 +26,7 @@ CHROMIUM_FLAGS = (
     "--disable-background-networking",
     "--disable-component-update",
     "--no-first-run",
-    # Containers and loaded CI machines: shared memory in /tmp, no zygote (two crashes at start,
-    # SIGTRAP, under a loaded CI run with the defaults)
-    "--disable-dev-shm-usage",
-    "--no-zygote",
+    "--disable-dev-shm-usage",  # containers: a small /dev/shm
 )
 
 
@@ -45,20 +42,18 @@ def chromium() -> str:
 
 
 def dump_dom(browser: str, url: str, *flags: str) -> str:
-    """The DOM headless Chromium leaves after ``url``'s scripts ran. A browser killed by a signal
-    (a crash at start, seen once on a loaded machine) is started once more with a new profile; a
-    page that fails to render fails the test."""
-    for attempt in (1, 2, 3):
-        with tempfile.TemporaryDirectory(prefix="chromium-") as profile:
-            proc = subprocess.run(
-                [browser, *CHROMIUM_FLAGS, *flags, f"--user-data-dir={profile}", "--dump-dom", url],
-                check=False,
-                capture_output=True,
-                text=True,
-                timeout=120,
-            )
-        if proc.returncode >= 0 or attempt == 3:
-            break
+    """The DOM headless Chromium leaves after ``url``'s scripts ran; a page that fails to render
+    fails the test. (Chromium reserves far more address space than it uses: it dies at start, by
+    SIGTRAP, under a lowered RLIMIT_AS such as the one each embedded server gets --
+    test_pristine.py holds that this process's own limit is never lowered for that.)"""
+    with tempfile.TemporaryDirectory(prefix="chromium-") as profile:
+        proc = subprocess.run(
+            [browser, *CHROMIUM_FLAGS, *flags, f"--user-data-dir={profile}", "--dump-dom", url],
+            check=False,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
     assert proc.returncode == 0 and "<html" in proc.stdout, f"exit {proc.returncode}: {proc.stderr[-2000:]}"
     return proc.stdout
 

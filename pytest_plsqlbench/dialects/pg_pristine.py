@@ -181,9 +181,10 @@ class Postmaster:
         args = [str(POSTGRES_BIN_PATH / "postgres"), "-D", str(self.pgdata), "-k", str(self.root), "-h", ""]
         for setting in self.settings:
             args += ["-c", setting]
-        with open(self.root / "server.log", "ab") as logfile, pg_server.memory_limit_for_children():
-            self._proc = subprocess.Popen(args, user=_server_user(), stdin=subprocess.DEVNULL, stdout=logfile,
-                                          stderr=subprocess.STDOUT, start_new_session=True)
+        with open(self.root / "server.log", "ab") as logfile:
+            self._proc = subprocess.Popen(pg_server.memory_limited(args), user=_server_user(),
+                                          stdin=subprocess.DEVNULL, stdout=logfile, stderr=subprocess.STDOUT,
+                                          start_new_session=True)
         _LIVE.add(self)
         deadline = time.monotonic() + START_S
         pidfile = self.pgdata / "postmaster.pid"

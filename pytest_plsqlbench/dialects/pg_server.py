@@ -76,9 +76,32 @@ def _kill_tree(pid: int) -> None:
             pass
 
 
+def memory_limited(args: list[str]) -> list[str]:
+    """``args`` run under a soft RLIMIT_AS of MEMORY_LIMIT set in the child alone (``ulimit -S -v``
+    before ``exec``, so the process id stays the server's).
+
+    For servers started from a background thread: lowering this process's own limit there would
+    also hold for whatever another thread starts or allocates meanwhile (headless Chromium,
+    started by a test while a pristine copy came up, died at start under a 4 GB address space).
+    """
+    try:
+        import resource
+    except ImportError:  # Windows
+        return args
+    if MEMORY_LIMIT is None or not Path("/bin/sh").exists():
+        return args
+    hard = resource.getrlimit(resource.RLIMIT_AS)[1]
+    limit = MEMORY_LIMIT if hard == resource.RLIM_INFINITY else min(MEMORY_LIMIT, hard)
+    return ["/bin/sh", "-c", f'ulimit -S -v {limit >> 10} && exec "$@"', "sh", *args]
+
+
 @contextlib.contextmanager
 def memory_limit_for_children() -> Iterator[bool]:
     """Lower this process's soft RLIMIT_AS to MEMORY_LIMIT while the server starts.
+
+    Only from the thread that owns the process's other children (the wheel starts the server
+    through ``pg_ctl``, whose command we do not build); a background thread uses
+    :func:`memory_limited` instead.
 
     The server inherits the limit from its starter (through ``pg_ctl`` and any user switch),
     which works where setting it on the running postmaster would need privileges (a root
