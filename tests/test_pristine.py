@@ -134,3 +134,19 @@ def test_copies_run_under_the_memory_limit_without_lowering_this_process(
     assert pg_server.MEMORY_LIMIT is not None
     assert any(line.startswith("Max address space") and line.split()[3] == str(pg_server.MEMORY_LIMIT)
                for line in limits.splitlines()), limits
+
+
+def test_two_workers_build_the_same_pristine_to_the_same_wal_position(backend: PostgresBackend) -> None:
+    """A pristine's physical state is a function of what was built on it: two workers building
+    the same fixtures reach the same WAL position (the fingerprint test of issue 28 compares
+    copies of two workers' pristines). A setting applied by a reload instead of at start made
+    one build write a page image another did not, on a loaded machine."""
+    with started_backend("pristine-2") as other:
+        positions = []
+        for b in (backend, other):
+            pristine = b.pristines.pristine("probe", _build)
+            with b.pristines.fresh(pristine) as copy, copy.connect() as conn:
+                positions.append(conn.execute(
+                    "SELECT pg_current_wal_insert_lsn()::text, current_setting('full_page_writes')").fetchone())
+    assert positions[0] == positions[1]
+    assert positions[0][1] == "off"
