@@ -354,6 +354,55 @@ INSERT INTO answers.b2_t SELECT generate_series(1, 50);
     assert "dropped_buffers" not in w["gold"].counts  # nothing dropped, nothing added
 
 
+#: Reads moved onto copies of the invoices (a temporary one and one in the answer's schema) that
+#: a subtransaction makes, reads five times each and rolls back: the relations' own counts
+#: leave with them, what the work counter on the pristine copies must still see.
+ROLLED_BACK_COPIES = """
+DO $a$ DECLARE s numeric; BEGIN
+  BEGIN
+    CREATE TEMP TABLE b2_tmp AS SELECT * FROM clinic.invoices;
+    FOR i IN 1..5 LOOP SELECT sum(amount) INTO s FROM b2_tmp; END LOOP;
+    CREATE TABLE answers.b2_reg AS SELECT * FROM clinic.invoices;
+    FOR i IN 1..5 LOOP SELECT sum(amount) INTO s FROM answers.b2_reg; END LOOP;
+    RAISE EXCEPTION 'undo';
+  EXCEPTION WHEN raise_exception THEN NULL;
+  END;
+END $a$;
+"""
+
+
+def test_the_work_counter_on_fresh_copies_counts_relations_a_subtransaction_rolled_back(
+        backend: Any, b2_task: Any) -> None:
+    """The judge's bench on the embedded server counts every block the backend fetched in the
+    run (its I/O statistics, less the catalogs'): for ordinary answers exactly the relations'
+    own counts, and also the blocks of relations made in a subtransaction that was rolled back,
+    which the relations' counts lose."""
+    from pytest_plsqlbench.procarena.perf.fresh import PgFreshBench
+
+    spec = _spec(b2_task)
+    read_all = "SELECT sum(amount) FROM clinic.invoices;"
+    variants = {
+        "gold": spec.gold,
+        "serial": spec.gold + "\n" + read_all,
+        "dropped": spec.gold + "\nCREATE TABLE answers.b2_copy AS SELECT * FROM clinic.invoices;\n"
+                   + "SELECT sum(amount) FROM answers.b2_copy;\n" * 5 + "DROP TABLE answers.b2_copy;\n",
+        "rolled back": spec.gold + ROLLED_BACK_COPIES,
+    }
+    with PgFreshBench(backend, spec.schema, spec.calls, 200, spec.b2.scale, b2_task.fixtures) as bench:
+        runs = {name: [bench.run(code, keep_state=k) for k in (False, True)] for name, code in variants.items()}
+    assert all(r.install_error is None for rs in runs.values() for r in rs)
+    w = {name: rs[0].work for name, rs in runs.items()}
+    assert all(rs[0].work.value == rs[1].work.value for rs in runs.values())  # the state snapshot is not the run's
+    for name in ("gold", "serial", "dropped"):
+        assert w[name].value == w[name].counts["relation_buffers"], w[name].counts
+    pages = w["serial"].value - w["gold"].value
+    assert pages > 0
+    rolled = w["rolled back"]
+    # the copies' ten reads, which the relations' own counts lost
+    assert rolled.value >= rolled.counts["relation_buffers"] + 10 * pages, (rolled.counts, pages)
+    assert rolled.value >= w["gold"].value + 11 * pages, (rolled.counts, w["gold"].counts)
+
+
 def _perf(backend: Any, task: Any, answer: str, repeats: int = 3) -> dict:
     from pytest_plsqlbench.judges import DEFAULT, JudgeRegistry
     from pytest_plsqlbench.procarena.judge import judges

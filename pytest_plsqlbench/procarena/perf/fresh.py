@@ -25,7 +25,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from .runs import NotMeasured, Run, timed_run
-from .work import PG_MEASURE
+from .work import PG_FLUSHED_ROLLBACK, PG_MEASURE, Work, pg_backend_blocks, pg_backend_setup
 
 log = logging.getLogger(__name__)
 
@@ -40,7 +40,7 @@ class PgFreshBench:
     #: No unmeasured rounds: every run is the first on its server, the same as every other run
     #: (the page cache holds the copied files, each run reads its tables once untimed, ``_warm``).
     WARMUP = 0
-    counter_source = "pg_stat_get_xact_blocks_fetched"
+    counter_source = "pg_stat_get_backend_io"
 
     def __init__(self, backend: Any, schema: str, calls: Sequence[str], scale_rows: int,
                  scale: Mapping[str, int] | None, fixtures: Sequence[Any], seed: int = 0,
@@ -87,6 +87,8 @@ class PgFreshBench:
                                                  analyze=False)  # the store's VACUUM (ANALYZE) follows
             conn.execute("ALTER SYSTEM SET max_worker_processes = 0")
             conn.execute("ALTER SYSTEM SET max_logical_replication_workers = 0")
+            for statement in pg_backend_setup(base.role):
+                conn.execute(statement)
 
         base = store.pristine(base_key, fixtures)
         self.pristine = store.derive(base, scaled_key, scaled)
@@ -101,8 +103,8 @@ class PgFreshBench:
 
     def _warm(self, conn: Any) -> None:
         """Read every task table once, untimed: a new server starts with empty caches, and the
-        first reader of a page would pay for the copy into shared buffers (partly in the I/O
-        workers, off the backend's clock). Every contender starts as on a database in use."""
+        first reader of a page would pay for the copy into shared buffers. Every contender
+        starts as on a database in use (before the window its work is counted over opens)."""
         from psycopg import sql as pgsql
 
         for name in self.plan.order:
@@ -134,10 +136,34 @@ class PgFreshBench:
                 self.parallel = ("impossible (max_worker_processes = 0)" if workers == 0 else
                                  "turned off for every run (SET LOCAL max_parallel_workers_per_gather = 0)")
             clock = cpu.cpu_clock(conn.info.backend_pid).read if self.clock.kind == cpu.CPU else time.perf_counter
-            conn.execute("SET LOCAL max_parallel_workers_per_gather = 0")
             self._warm(conn)
+            for statement in PG_FLUSHED_ROLLBACK:  # the window of the backend's counts opens
+                conn.execute(statement)
+            first = pg_backend_blocks(conn)
+            conn.execute("BEGIN")
+            conn.execute("SET LOCAL max_parallel_workers_per_gather = 0")
             if getattr(session, "deadline", None) is not None:
                 session.deadline += time.monotonic() - setup0  # the harness's setup is not the answer's time
-            return timed_run(session, code, self.calls, clock, [self.schema, self.scratch], keep_state)
+            run = timed_run(session, code, self.calls, clock, [self.schema, self.scratch], keep_state)
+            if not run.timed_out and session.conn is conn:
+                run.work = self._window(conn, first, run.work)
+            return run
         finally:
             session.end_task()
+
+    @staticmethod
+    def _window(conn: Any, first: tuple[int, int], work: Work) -> Work:
+        """``work`` with ``buffers`` counted over the run's whole window: every block the backend
+        fetched (its I/O statistics) less the catalogs' and the state snapshot's. Unlike the
+        relations' own counts (kept as ``relation_buffers``) this includes relations that a
+        subtransaction made and rolled back, whose counts leave with them (:mod:`.work`)."""
+        for statement in PG_FLUSHED_ROLLBACK:
+            conn.execute(statement)
+        last = pg_backend_blocks(conn)
+        conn.execute("BEGIN")  # the task scope's transaction again, for end_task to end
+        counts = dict(work.counts)
+        relations = int(counts.get("buffers", 0))
+        window = (last[0] - first[0]) - (last[1] - first[1]) - int(counts.get("state_buffers", 0))
+        counts["relation_buffers"] = relations
+        counts["buffers"] = max(relations, window)
+        return Work(counts, work.measure)

@@ -24,10 +24,17 @@ docs/procarena-b2.md). Relations a run creates and drops (a temporary copy worke
 dropped) are gone from ``pg_class`` when the run ends, but the backend's pending counts for
 their oids stay until the transaction ends: the run brackets itself with two allocations from
 the OID counter (``lo_create(0)``, rolled back with the run), and every oid between them that
-``pg_class`` no longer has is counted too (:func:`pg_dropped_blocks`). Known limit: a relation
-created *inside a subtransaction that is rolled back* (a PL/pgSQL block left through its
-EXCEPTION handler) takes its pending counts with it; the blocks it read from the task's tables
-to fill it are counted.
+``pg_class`` no longer has is counted too (:func:`pg_dropped_blocks`). A relation created
+*inside a subtransaction that is rolled back* (a PL/pgSQL block left through its EXCEPTION
+handler) takes its pending counts with it. So on B2's fresh copies (:mod:`.fresh`, the embedded
+server) ``buffers`` is counted over the run's whole window instead: every block the backend
+found or read in (``pg_stat_get_backend_io``, PostgreSQL 18: all relations, flushed by a forced
+flush at the transaction ends that open and close the window; reads are the backend's own with
+``io_method = sync``) less the catalogs' blocks (their cumulative counts, through
+:data:`WORK_SCHEMA`'s function) and the state snapshot's; for every other run it equals the
+relations' own counts exactly (kept as ``relation_buffers``). On a ``--plsql-dsn`` server
+(:class:`.timing.PgBench`, every run in one transaction) the rolled-back subtransaction's
+relation stays a known limit: only the blocks read to fill it count.
 
 Oracle -- the measured session's statistics (``V$MYSTAT`` joined to ``V$STATNAME``), read
 before and after the task's calls (not around the installation: compiling a procedure runs
@@ -104,6 +111,51 @@ def pg_counts(conn: Any) -> Work:
     buffers, scans, tuples, writes = conn.execute(PG_COUNTERS).fetchone()
     return Work({"buffers": int(buffers), "scans": int(scans), "tuples": int(tuples), "writes": int(writes)},
                 PG_MEASURE)
+
+
+#: Schema of the harness's own function on B2's scaled copies (:data:`PG_BACKEND_SETUP`).
+WORK_SCHEMA = "plsql_work"
+
+
+def pg_backend_setup(role: str) -> list[str]:
+    """What a B2 pristine's build runs (superuser, on the task database) for
+    :data:`PG_BACKEND_BLOCKS`: a function that sums the catalogs' cumulative block counts (the
+    candidate may not read per-relation statistics itself), callable by ``role``, and reads done
+    by the backend itself (``io_method = sync``: not by I/O workers, whose reads would be counted
+    as theirs -- and charged to no one's CPU clock)."""
+    quoted = '"' + role.replace('"', '""') + '"'
+    return [
+        f"CREATE SCHEMA IF NOT EXISTS {WORK_SCHEMA}",
+        f"REVOKE ALL ON SCHEMA {WORK_SCHEMA} FROM PUBLIC",
+        f"CREATE OR REPLACE FUNCTION {WORK_SCHEMA}.catalog_blocks() RETURNS int8 LANGUAGE sql STABLE "
+        "SECURITY DEFINER SET search_path = pg_catalog AS $f$ "
+        "SELECT COALESCE(sum(pg_stat_get_blocks_fetched(c.oid)), 0)::int8 FROM pg_class c "
+        "WHERE c.oid < 16384 AND c.relkind IN ('r', 'i', 't') $f$",
+        f"REVOKE ALL ON FUNCTION {WORK_SCHEMA}.catalog_blocks() FROM PUBLIC",
+        f"GRANT USAGE ON SCHEMA {WORK_SCHEMA} TO {quoted}",
+        f"GRANT EXECUTE ON FUNCTION {WORK_SCHEMA}.catalog_blocks() TO {quoted}",
+        "ALTER SYSTEM SET io_method = 'sync'",
+    ]
+
+
+#: Every block this backend found in shared or local buffers or read in, of any relation (its
+#: I/O statistics, PostgreSQL 18), and the catalogs' share of all blocks fetched so far; both
+#: cumulative, as flushed when the backend last went idle after a transaction.
+PG_BACKEND_BLOCKS = (
+    "SELECT COALESCE(sum(io.hits + io.read_bytes / current_setting('block_size')::int8), 0)::int8, "
+    f"{WORK_SCHEMA}.catalog_blocks() "
+    "FROM pg_catalog.pg_stat_get_backend_io(pg_catalog.pg_backend_pid()) io "
+    "WHERE io.object IN ('relation', 'temp relation')"
+)
+#: Ends the transaction with every pending count flushed (the flush runs when the backend goes
+#: idle after the ``ROLLBACK``, before it answers it).
+PG_FLUSHED_ROLLBACK = ("SELECT pg_catalog.pg_stat_force_next_flush()", "ROLLBACK")
+
+
+def pg_backend_blocks(conn: Any) -> tuple[int, int]:
+    """(every block of the backend, the catalogs' blocks) so far, outside a transaction."""
+    blocks, catalog = conn.execute(PG_BACKEND_BLOCKS).fetchone()
+    return int(blocks), int(catalog)
 
 
 #: An oid from the OID counter, now (a large object of the run's transaction: rolled back with it).
