@@ -23,8 +23,9 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Callable, Iterator, Protocol, Sequence
+from typing import Protocol
 
 from . import outcomes
 from .answers import Answer
@@ -107,7 +108,7 @@ class TaskRun:
         self,
         backend: Backend,
         task: Task,
-        answers: "Episode | Sequence[Answer | str | None]",
+        answers: Episode | Sequence[Answer | str | None],
         *,
         safety: SafetyCheck | None = None,
         judges: JudgeRegistry | None = None,
@@ -499,7 +500,7 @@ def open_backend(settings: Settings, worker: str = "main") -> Iterator[Backend]:
 def evaluate_task(
     backend: Backend,
     task: Task,
-    answers: Sequence["Answer | str | None"],
+    answers: Sequence[Answer | str | None],
     settings: Settings | None = None,
     safety: SafetyCheck | None = None,
     judges: JudgeRegistry | None = None,

@@ -443,9 +443,9 @@ def test_bench_drives_the_real_oracle_session(monkeypatch: pytest.MonkeyPatch) -
     a new connection per run, parallel query off, the contender dropped by the janitor after its
     run, an install past the call timeout ending the server session; the counter falls back to the
     admin's V$SESSTAT (the scripted driver grants the candidate no V$MYSTAT)."""
-    import test_oracle_session as scripted
-
     from pytest_plsqlbench.dialects import oracle
+
+    import test_oracle_session as scripted
 
     db = scripted.FakeDb()
     driver = SimpleNamespace(Error=scripted.Error, DatabaseError=scripted.DatabaseError,

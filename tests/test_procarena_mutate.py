@@ -11,8 +11,8 @@ import json
 import subprocess
 import sys
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 import yaml
@@ -22,6 +22,7 @@ from pytest_plsqlbench.procarena import mutate as mt
 from pytest_plsqlbench.procarena.loader import load, spec_of
 from pytest_plsqlbench.procarena.spec import SpecError, parse, read
 from pytest_plsqlbench.settings import Settings
+
 from embedded import started_backend
 
 REPO = Path(__file__).resolve().parent.parent
@@ -316,7 +317,6 @@ def test_printed_output_is_refused_and_the_task_left_out(backend: object, tmp_pa
                                                          caplog: pytest.LogCaptureFixture) -> None:
     import logging
 
-    from pytest_plsqlbench.procarena.validate import check_task
 
     raw = yaml.safe_load(MINI_TASK.read_text())
     manifest = _variant(tmp_path, requirement=raw["requirement"] + "Finally print the new balance with RAISE NOTICE.\n")

@@ -83,7 +83,7 @@ def may_deselect(config: pytest.Config) -> bool:
 
 
 def preflight(
-    config: pytest.Config, service: "AnswerService", tasks: Sequence[Task], *, name: str, model: str,  # noqa: F821
+    config: pytest.Config, service: AnswerService, tasks: Sequence[Task], *, name: str, model: str,  # noqa: F821
     api_base: str | None, overrides: Mapping[str, str] | None, samples: int,
 ) -> None:
     """Run the checks when some first-turn answer is not in the cache; raise UsageError."""

@@ -37,9 +37,9 @@ from __future__ import annotations
 import difflib
 import hashlib
 import re
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
-from typing import Iterable, Sequence
 
 from .. import outcomes
 from ..scripts import _tokens

@@ -19,7 +19,6 @@ from .. import __version__
 from ..errors import UsageError
 from ..outcomes import PASSED
 from ..textfiles import read_text
-
 from .version import RESULTS_FORMAT, RESULTS_VERSION  # re-exported: the reader checks them
 
 #: Header fields that must agree for two documents to be parts of one run (``merge``).

@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import logging
 from collections import Counter, defaultdict
-from typing import Any, Generator
+from collections.abc import Generator
+from typing import Any
 
 import pytest
 

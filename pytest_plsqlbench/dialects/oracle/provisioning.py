@@ -9,7 +9,8 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
-from typing import Any, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
 from ...errors import InfrastructureError, UsageError
 from ...scripts import Statement
