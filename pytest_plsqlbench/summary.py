@@ -35,15 +35,6 @@ SHORT_LABELS = {
 SPLIT_LABELS = {"dev": "Development overall", "test": "Test overall"}
 
 
-def with_ci(value: float | None, ci: Sequence[float] | None) -> str:
-    """``85.71 [66.67, 100.00]``: the value and its 95% interval, in percent."""
-    if value is None:
-        return "-"
-    if not ci:
-        return pct(value)
-    return f"{pct(value)} [{pct(ci[0])}, {pct(ci[1])}]"
-
-
 def header_line(header: Mapping[str, Any]) -> str:
     # No version when no task reached a database (everything skipped or excluded).
     db = header.get("database_version") or "database not started"
