@@ -36,7 +36,7 @@ from .judges import DEFAULT as DEFAULT_JUDGES
 from .judges import AssertJudge, Judge, JudgeContext, JudgeRegistry
 from .outcomes import TestOutcome
 from .settings import Settings
-from .tasks import Task, UnitTest
+from .tasks import Task, Turn, UnitTest
 
 log = logging.getLogger(__name__)
 
@@ -179,7 +179,7 @@ class TaskRun:
 
     def _prepare(self) -> None:
         """Each judge computes its tests' expectations once, before the candidate runs."""
-        by_kind: dict[str, list] = {}
+        by_kind: dict[str, list[tuple[Turn, UnitTest]]] = {}
         for turn in self.task.turns:
             for test in turn.tests:
                 by_kind.setdefault(test.kind, []).append((turn, test))

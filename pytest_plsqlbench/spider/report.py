@@ -316,4 +316,4 @@ def reporter(config: pytest.Config, settings: Settings) -> SpiderReport:
     if plugin is None:
         plugin = SpiderReport(config, settings)
         config.pluginmanager.register(plugin, PLUGIN_NAME)
-    return plugin  # type: ignore[return-value]
+    return plugin

@@ -97,7 +97,7 @@ class OracleBackend(FixtureLoading, DatabaseLocks, Backend):
             from testcontainers.community.oracle import OracleDbContainer
         except ImportError:
             try:
-                from testcontainers.oracle import OracleDbContainer  # type: ignore[no-redef]
+                from testcontainers.oracle import OracleDbContainer  # type: ignore[no-redef, unused-ignore]
             except ImportError:
                 raise UsageError(
                     "--plsql-db=container needs testcontainers: pip install 'pytest-plsqlbench[oracle]'"
