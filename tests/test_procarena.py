@@ -24,7 +24,7 @@ from pytest_plsqlbench.manifests import load_manifest
 from pytest_plsqlbench.procarena import failure_types as ft
 from pytest_plsqlbench.procarena import metrics as pm
 from pytest_plsqlbench.procarena import state as st
-from pytest_plsqlbench.procarena.judge import evaluate
+from pytest_plsqlbench.procarena.evaluation import evaluate
 from pytest_plsqlbench.procarena.loader import load, spec_of
 from pytest_plsqlbench.procarena.spec import SpecError, parse
 from pytest_plsqlbench.settings import Settings

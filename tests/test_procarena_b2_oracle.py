@@ -514,7 +514,7 @@ def test_oracle_reference_work_ratio_is_exactly_one(tmp_path: Path) -> None:
 @pytest.mark.oracle
 def test_oracle_work_counter_is_deterministic_and_the_fixture_is_restored() -> None:
     from pytest_plsqlbench.manifests import load_manifest
-    from pytest_plsqlbench.procarena.judge import evaluate
+    from pytest_plsqlbench.procarena.evaluation import evaluate
     from pytest_plsqlbench.procarena.loader import load, spec_of
     from pytest_plsqlbench.runner import open_backend
     from pytest_plsqlbench.settings import Settings

@@ -19,6 +19,7 @@ import pytest
 
 from pytest_plsqlbench.errors import UsageError
 from pytest_plsqlbench.manifests import load_manifest
+from pytest_plsqlbench.procarena.evaluation import evaluate
 from pytest_plsqlbench.procarena.interactive import metrics as im
 from pytest_plsqlbench.procarena.interactive.budget import (
     MAX_STEPS,
@@ -31,7 +32,6 @@ from pytest_plsqlbench.procarena.interactive.budget import (
 from pytest_plsqlbench.procarena.interactive.episode import EpisodeRecord, InteractiveEpisode, Protocol
 from pytest_plsqlbench.procarena.interactive.simulator import NO_ANSWER, LedgerSimulator
 from pytest_plsqlbench.procarena.interactive.tools import NAMES, SCHEMA, Environment, Malformed, check
-from pytest_plsqlbench.procarena.judge import evaluate
 from pytest_plsqlbench.procarena.loader import load, spec_of
 from pytest_plsqlbench.settings import Settings
 from pytest_plsqlbench.tasks import Task

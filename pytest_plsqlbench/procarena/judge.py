@@ -24,7 +24,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .. import outcomes
-from ..answers import Answer
 from ..dialects.base import Backend, DbError, Execution
 from ..judges import Judge, JudgeContext
 from ..outcomes import TestOutcome
@@ -512,17 +511,3 @@ def judging(task: Task) -> str:
 def judges() -> list[Judge]:
     return [CallSuiteJudge()]
 
-
-def evaluate(backend: Backend, task: Task, answer: Answer | str | None) -> list[TestOutcome]:
-    """Every call's outcome for one answer (tests, validate)."""
-    from ..judges import DEFAULT, JudgeRegistry
-    from ..runner import TaskRun
-    from .perf.judge import judges as b2_judges
-
-    registry = JudgeRegistry(list(DEFAULT.values()) + judges() + b2_judges())
-    run = TaskRun(backend, task, [answer], judges=registry)
-    run.start()
-    try:
-        return [run.run_test(1, t) for t in task.turns[0].tests if t.kind == KIND]  # the calls (not B2's perf)
-    finally:
-        run.finish()
