@@ -8,9 +8,10 @@ Real model calls live in :mod:`pytest_plsqlbench.generation`.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, Mapping
+from typing import Any, Literal
 
 from .errors import UsageError
 
@@ -45,7 +46,7 @@ class Answer:
     usage: Mapping[str, Any] = field(default_factory=dict)
 
     @classmethod
-    def missing(cls, why: str, source: str = "") -> "Answer":
+    def missing(cls, why: str, source: str = "") -> Answer:
         return cls(code=None, status="not_generated", error=why, source=source)
 
 

@@ -7,7 +7,7 @@ take over everything else.
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import pytest
 

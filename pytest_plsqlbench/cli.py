@@ -12,7 +12,7 @@ import logging
 import shutil
 import sys
 import textwrap
-from typing import Sequence
+from collections.abc import Sequence
 
 from . import __version__
 from .errors import PlsqlBenchError

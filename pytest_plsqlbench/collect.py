@@ -15,8 +15,9 @@ import functools
 import logging
 import os
 import re
+from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 import pytest
 
@@ -347,7 +348,7 @@ def build_items(
     return items
 
 
-def check_kinds(task: Task, registry: "judges.JudgeRegistry") -> None:
+def check_kinds(task: Task, registry: judges.JudgeRegistry) -> None:
     """Every test's kind has a judge in this run (plugins may add kinds), and fits it."""
     for turn in task.turns:
         for test in turn.tests:

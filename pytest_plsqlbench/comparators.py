@@ -27,7 +27,8 @@ import decimal
 import itertools
 import re
 from collections import Counter
-from typing import Any, Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any
 
 from .outputs import describe_mismatch, differing_pair, normalize_lines
 

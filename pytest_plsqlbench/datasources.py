@@ -10,8 +10,8 @@ download and refuses a later copy that differs (trust on first use, reported as 
 from __future__ import annotations
 
 import gzip
-import http.client
 import hashlib
+import http.client
 import logging
 import os
 import shutil

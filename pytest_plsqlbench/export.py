@@ -150,7 +150,7 @@ def cmd_export(args: argparse.Namespace) -> int:
     return 0
 
 
-def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("answers", help="answers files: export the answers of a run or of the answer cache")
     inner = p.add_subparsers(dest="answers_command", metavar="ACTION", required=True)
     e = inner.add_parser(

@@ -6,7 +6,8 @@ implements the same hook wins without monkeypatching.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Sequence
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -23,47 +24,47 @@ if TYPE_CHECKING:
 
 @pytest.hookspec(firstresult=True)
 def pytest_plsql_load_subset(
-    config: pytest.Config, manifest: "Manifest", settings: "Settings"
-) -> "Sequence[Task] | None":
+    config: pytest.Config, manifest: Manifest, settings: Settings
+) -> Sequence[Task] | None:
     """Return the tasks of ``manifest`` in ``settings.database.dialect``, or None if not your loader."""
 
 
 @pytest.hookspec(firstresult=True)
-def pytest_plsql_make_backend(config: pytest.Config, settings: "Settings") -> "Backend | None":
+def pytest_plsql_make_backend(config: pytest.Config, settings: Settings) -> Backend | None:
     """Return the database backend for ``settings.database.dialect``/``settings.database.kind`` (not started)."""
 
 
 @pytest.hookspec(firstresult=True)
 def pytest_plsql_generate(
     config: pytest.Config,
-    task: "Task",
+    task: Task,
     turn: int,
-    history: "Sequence[Exchange]",
+    history: Sequence[Exchange],
     sample: int,
-) -> "Answer | None":
+) -> Answer | None:
     """Return the answer for ``task`` at ``turn`` (1-based) given the conversation so far."""
 
 
 @pytest.hookspec
-def pytest_plsql_prefetch(config: pytest.Config, tasks: "Sequence[Task]") -> None:
+def pytest_plsql_prefetch(config: pytest.Config, tasks: Sequence[Task]) -> None:
     """Start obtaining answers for ``tasks`` ahead of their tests (optional, may be async)."""
 
 
 @pytest.hookspec
-def pytest_plsql_results(config: pytest.Config, results: "dict[str, Any]") -> None:
+def pytest_plsql_results(config: pytest.Config, results: dict[str, Any]) -> None:
     """Called on the controller with the final results document, before it is written."""
 
 
 @pytest.hookspec
-def pytest_plsql_judges(config: pytest.Config) -> "Sequence[Judge]":
+def pytest_plsql_judges(config: pytest.Config) -> Sequence[Judge]:
     """Return judges for unit-test kinds (a judge for a built-in kind replaces ours)."""
 
 
 @pytest.hookspec
-def pytest_plsql_metric_families() -> "Sequence[MetricFamily]":
+def pytest_plsql_metric_families() -> Sequence[MetricFamily]:
     """Return metric families that subset manifests can name (``metrics: NAME``)."""
 
 
 @pytest.hookspec(firstresult=True)
-def pytest_plsql_episode(config: pytest.Config, task: "Task", sample: int) -> "Episode | None":
+def pytest_plsql_episode(config: pytest.Config, task: Task, sample: int) -> Episode | None:
     """Return the Episode that plays ``task``'s turns on this worker (e.g. an interactive one), or None."""

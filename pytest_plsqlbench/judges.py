@@ -32,8 +32,8 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal
 from . import kinds, outcomes
 from .comparators import compare_output, compare_rows
 from .dialects.base import Execution
-from .outputs import returned_value
 from .outcomes import TestOutcome
+from .outputs import returned_value
 
 if TYPE_CHECKING:
     import pytest

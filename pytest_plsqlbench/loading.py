@@ -21,7 +21,7 @@ PROGRESS_LOGGER = "pytest_plsqlbench.progress"
 _HANDLER = pytest.StashKey[logging.Handler]()
 
 
-class _StderrHandler(logging.StreamHandler):  # type: ignore[type-arg]
+class _StderrHandler(logging.StreamHandler):
     """Writes to whatever ``sys.stderr`` is at the time (pytest swaps it while capturing)."""
 
     def __init__(self) -> None:

@@ -382,16 +382,16 @@ def subset_metrics(
         # Two pairs, each resampled over the tasks its metrics average: Mean Test / Suite Pass over
         # all judged tasks, Turn Suite / Episode Pass over the multi-turn ones (docs/reporting.md).
         cis = bootstrap_cis(
-            {"mean_test_pass": [r.test_pass for r in kept], "suite_pass": [r.suite_pass for r in kept]}
-        )  # type: ignore[misc]
+            {"mean_test_pass": [r.test_pass for r in kept], "suite_pass": [r.suite_pass for r in kept]}  # type: ignore[misc]
+        )
         if multi:
             cis.update(
                 bootstrap_cis(
                     {
-                        "turn_suite_pass": [r.turn_suite_pass for r in multi],
-                        "episode_pass": [r.episode_pass for r in multi],
+                        "turn_suite_pass": [r.turn_suite_pass for r in multi],  # type: ignore[misc]
+                        "episode_pass": [r.episode_pass for r in multi],  # type: ignore[misc]
                     }
-                )  # type: ignore[misc]
+                )
             )
         m.ci = cis
     if kept:

@@ -6,7 +6,7 @@ statuses a harness needs so that it never scores its own trouble against a model
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
 PASSED = "passed"
@@ -81,9 +81,6 @@ class TestOutcome:
     def __post_init__(self) -> None:
         if self.score is None:
             self.score = 1.0 if self.passed else 0.0
-
-    def to_record(self) -> dict[str, Any]:
-        return asdict(self)
 
     @property
     def excluded(self) -> bool:

@@ -11,7 +11,8 @@ from __future__ import annotations
 import datetime as dt
 import decimal
 import re
-from typing import Any, Iterable, Sequence
+from collections.abc import Iterable, Sequence
+from typing import Any
 
 
 def format_value(value: Any) -> str:

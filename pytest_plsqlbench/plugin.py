@@ -11,8 +11,9 @@ import gc
 import importlib
 import logging
 import os
+from collections.abc import Generator, Sequence
 from pathlib import Path
-from typing import Any, Generator, Sequence
+from typing import Any
 
 import pytest
 
@@ -30,9 +31,9 @@ from .collect import (
 )
 from .errors import PlsqlBenchError, UsageError
 from .manifests import Manifest, discover, run_dialect
-from .results import ResultsCollector
 from .records import ItemRecord
 from .registry import BUILTIN_PLUGINS
+from .results import ResultsCollector
 from .settings import Settings, add_options, dialect_given, source_variable
 from .state import SETTINGS_KEY, get_settings, is_active, worker_count, worker_id
 from .summary import summary_lines

@@ -23,8 +23,9 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Callable, Iterator, Protocol, Sequence
+from typing import Protocol
 
 from . import outcomes
 from .answers import Answer
@@ -35,7 +36,7 @@ from .judges import DEFAULT as DEFAULT_JUDGES
 from .judges import AssertJudge, Judge, JudgeContext, JudgeRegistry
 from .outcomes import TestOutcome
 from .settings import Settings
-from .tasks import Task, UnitTest
+from .tasks import Task, Turn, UnitTest
 
 log = logging.getLogger(__name__)
 
@@ -107,7 +108,7 @@ class TaskRun:
         self,
         backend: Backend,
         task: Task,
-        answers: "Episode | Sequence[Answer | str | None]",
+        answers: Episode | Sequence[Answer | str | None],
         *,
         safety: SafetyCheck | None = None,
         judges: JudgeRegistry | None = None,
@@ -178,7 +179,7 @@ class TaskRun:
 
     def _prepare(self) -> None:
         """Each judge computes its tests' expectations once, before the candidate runs."""
-        by_kind: dict[str, list] = {}
+        by_kind: dict[str, list[tuple[Turn, UnitTest]]] = {}
         for turn in self.task.turns:
             for test in turn.tests:
                 by_kind.setdefault(test.kind, []).append((turn, test))
@@ -499,7 +500,7 @@ def open_backend(settings: Settings, worker: str = "main") -> Iterator[Backend]:
 def evaluate_task(
     backend: Backend,
     task: Task,
-    answers: Sequence["Answer | str | None"],
+    answers: Sequence[Answer | str | None],
     settings: Settings | None = None,
     safety: SafetyCheck | None = None,
     judges: JudgeRegistry | None = None,

@@ -26,12 +26,12 @@ import functools
 import gc
 import logging
 import re
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Iterator, Sequence
-
-from sqlparse import tokens as T
+from typing import Any
 
 from pglast import parser as pg_parser
+from sqlparse import tokens as T
 
 from .scripts import _PG_TYPES, _tokens, split
 from .settings import DatabaseSettings

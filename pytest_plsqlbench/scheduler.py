@@ -86,7 +86,7 @@ class TaskScheduling(LoadScopeScheduling):
         node.send_runtest_some([index[nodeid] for nodeid, completed in work_unit.items() if not completed])
 
     def mark_test_complete(self, node: Any, item_index: int | str, duration: float = 0) -> None:
-        nodeid = self.registered_collections[node][item_index]  # type: ignore[index]
+        nodeid = self.registered_collections[node][item_index]
         scope = self._split_scope(nodeid)
         assigned = self.assigned_work[node]
         unit = assigned.get(scope)

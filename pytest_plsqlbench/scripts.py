@@ -26,8 +26,9 @@ from __future__ import annotations
 
 import functools
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Iterator, Literal
+from typing import Literal
 
 from pglast import parser as pg_parser
 from sqlparse import lexer

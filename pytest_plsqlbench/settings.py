@@ -10,9 +10,10 @@ from __future__ import annotations
 import math
 import os
 import re
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any
 
 import pytest
 
@@ -518,7 +519,7 @@ class Settings:
         return self.model.name or "?"
 
     @classmethod
-    def of(cls, **values: Any) -> "Settings":
+    def of(cls, **values: Any) -> Settings:
         """Settings from flat values named as in :data:`FIELDS` (``timeout=2``, ``data=...``,
         ``model=...``): how code that is not a pytest run (the ``plsqlbench`` commands, tests) makes them."""
         grouped: dict[str, dict[str, Any]] = {g: {} for g in _GROUPS}
@@ -531,7 +532,7 @@ class Settings:
         return cls(**{g: _GROUPS[g](**kw) for g, kw in grouped.items()})
 
     @classmethod
-    def from_config(cls, config: pytest.Config, dialect: str | None = None) -> "Settings":
+    def from_config(cls, config: pytest.Config, dialect: str | None = None) -> Settings:
         """``dialect``: the run's dialect when the user named none (see :func:`dialect_given`)."""
         raw_subsets = config.getoption("plsql_subset", None) or ""
         subsets = tuple(dict.fromkeys(s.strip() for s in raw_subsets.split(",") if s.strip()))

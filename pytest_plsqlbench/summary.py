@@ -12,6 +12,7 @@ from typing import Any
 
 from . import families
 from .outcomes import EXCLUDED, FAILURE_CLASSES, LABELS
+
 # The table renderers live in a leaf module (families and JUnit use them too); re-exported here.
 from .reporting.table import cell, columns_table, family_table_lines, item_counts, pct, render_table  # noqa: F401
 
@@ -32,15 +33,6 @@ SHORT_LABELS = {
     "not_generated": "not generated",
 }
 SPLIT_LABELS = {"dev": "Development overall", "test": "Test overall"}
-
-
-def with_ci(value: float | None, ci: Sequence[float] | None) -> str:
-    """``85.71 [66.67, 100.00]``: the value and its 95% interval, in percent."""
-    if value is None:
-        return "-"
-    if not ci:
-        return pct(value)
-    return f"{pct(value)} [{pct(ci[0])}, {pct(ci[1])}]"
 
 
 def header_line(header: Mapping[str, Any]) -> str:
@@ -70,7 +62,7 @@ def header_line(header: Mapping[str, Any]) -> str:
 def table_lines(
     subsets: Mapping[str, Mapping[str, Any]],
     cis: bool = True,
-    columns: "Sequence[families.Column] | None" = None,
+    columns: Sequence[families.Column] | None = None,
 ) -> list[str]:
     """One row per subset: Table 2's Mean Test Pass@1 plus the strict metrics of Tables 9 and 10
     (or the ``columns`` of another metric family); see :func:`~.reporting.table.columns_table`."""

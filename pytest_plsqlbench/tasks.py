@@ -31,8 +31,6 @@ Dialect = Literal["postgres", "oracle"]
 #: Plugins add kinds with the ``pytest_plsql_judges`` hook; a kind no judge knows is refused
 #: when the run collects its items.
 TestKind = str
-#: The built-in kinds.
-TEST_KINDS = ("assert", "output", "rows", "reference")
 
 #: ``install`` -- the answer creates program units once per turn; tests call them.
 #: ``execute`` -- the answer *is* the program (an anonymous block); a test with

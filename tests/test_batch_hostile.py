@@ -9,7 +9,8 @@ none of them a pass it did not earn.
 
 from __future__ import annotations
 
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 import psycopg
 import pytest
@@ -18,6 +19,7 @@ from pytest_plsqlbench import outcomes
 from pytest_plsqlbench.dialects.postgres import PostgresBackend
 from pytest_plsqlbench.runner import TaskRun
 from pytest_plsqlbench.tasks import Task, Turn, UnitTest
+
 from embedded import started_backend
 
 TIMEOUT = 1.0

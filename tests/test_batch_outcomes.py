@@ -12,14 +12,16 @@ from __future__ import annotations
 
 import hashlib
 import sys
+from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any, Iterator, Sequence
+from typing import Any
 
 import pytest
 
 from pytest_plsqlbench.dialects.postgres import PostgresBackend
 from pytest_plsqlbench.runner import TaskRun
 from pytest_plsqlbench.tasks import Task
+
 from embedded import started_backend
 
 REPO = Path(__file__).resolve().parent.parent

@@ -11,10 +11,11 @@ import json
 from pathlib import Path
 
 import pytest
-from stub_openai import StubServer, error, ok
 
 from pytest_plsqlbench.answers import Answer
 from pytest_plsqlbench.generation.progress import ProgressWriter, format_progress
+
+from stub_openai import StubServer, error, ok
 
 USAGE_ERROR = 4
 

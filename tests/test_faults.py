@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import json
 import os
-import xml.etree.ElementTree as ET
 import subprocess
 import sys
+import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
 

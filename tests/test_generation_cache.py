@@ -13,9 +13,10 @@ import time
 from pathlib import Path
 
 import pytest
-from stub_openai import StubServer, last_user_message, ok
 
 from pytest_plsqlbench.generation.cache import AnswerCache, Record, Request
+
+from stub_openai import StubServer, last_user_message, ok
 
 TESTS = Path(__file__).resolve().parent
 

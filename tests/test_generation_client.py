@@ -14,11 +14,12 @@ import time
 from pathlib import Path
 
 import pytest
-from stub_openai import StubServer, demo_task, error, fenced, malformed, ok, slow
 
 from pytest_plsqlbench.generation.cache import AnswerCache
 from pytest_plsqlbench.generation.client import ModelClient, ProviderError, parse_retry_after
 from pytest_plsqlbench.generation.service import AnswerService
+
+from stub_openai import StubServer, demo_task, error, fenced, malformed, ok, slow
 
 MESSAGES = [{"role": "system", "content": "sys"}, {"role": "user", "content": "Write p."}]
 

@@ -21,6 +21,7 @@ from typing import Any
 
 import pytest
 import yaml
+
 from stub_openai import Action, StubServer, last_user_message, ok
 
 REPO = Path(__file__).resolve().parent.parent
@@ -236,7 +237,7 @@ def test_a_provider_outage_never_costs_a_task(pytester: pytest.Pytester, stub: S
         dead = f"http://127.0.0.1:{s.getsockname()[1]}/v1"
     base = ("--subset", "smoke", f"--plsql-dialect={DIALECT}", "--plsql-model=openai/stub", "-p", "no:cacheprovider",
             "--plsql-retries=0")
-    for n in range(3):
+    for _ in range(3):
         offline = pytester.runpytest_subprocess(*base, f"--plsql-api-base={dead}", "-n", "0", timeout=600)
         assert offline.ret == pytest.ExitCode.USAGE_ERROR, offline.stdout.str()[-2000:]
         assert "could not be reached" in offline.stderr.str() and "nothing was scored" in offline.stderr.str()

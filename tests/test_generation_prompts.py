@@ -6,13 +6,14 @@ import subprocess
 import sys
 
 import pytest
-from stub_openai import demo_task
 
 from pytest_plsqlbench.answers import Answer, Exchange
 from pytest_plsqlbench.generation import render_prompt, resolve_model, rollout_exchange
 from pytest_plsqlbench.generation.extract import extract_code
 from pytest_plsqlbench.generation.models import BUILTIN_ALIASES, is_real_model
 from pytest_plsqlbench.generation.prompts import EMPTY_ANSWER, build_messages, system_prompt
+
+from stub_openai import demo_task
 
 # ----------------------------------------------------------------------------- prompts
 

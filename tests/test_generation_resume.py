@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 
 import pytest
+
 from stub_openai import StubServer, echo, last_user_message
 
 TESTS = Path(__file__).resolve().parent

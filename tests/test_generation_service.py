@@ -12,7 +12,6 @@ import time
 from pathlib import Path
 
 import pytest
-from stub_openai import StubServer, context_too_long, demo_task, echo, error, last_user_message, ok
 
 from pytest_plsqlbench.answers import Answer
 from pytest_plsqlbench.generation.cache import MAX_GENERATIONS, AnswerCache, Record
@@ -27,6 +26,8 @@ from pytest_plsqlbench.generation.progress import (
 )
 from pytest_plsqlbench.generation.prompts import rollout_exchange
 from pytest_plsqlbench.generation.service import AnswerService
+
+from stub_openai import StubServer, context_too_long, demo_task, echo, error, last_user_message, ok
 
 TESTS = Path(__file__).resolve().parent
 

@@ -5,15 +5,15 @@ tests fail as ``timeout`` without running."""
 from __future__ import annotations
 
 import time
-from typing import Iterator
+from collections.abc import Iterator
 
 import pytest
 
 from pytest_plsqlbench.dialects.postgres import PostgresBackend
 from pytest_plsqlbench.runner import evaluate_task
 from pytest_plsqlbench.tasks import Task, Turn, UnitTest
-from embedded import started_backend
 
+from embedded import started_backend
 from integrity_subset import run_plugin, write_subset
 
 TIMEOUT = 2.0

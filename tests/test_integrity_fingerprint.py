@@ -14,13 +14,13 @@ from __future__ import annotations
 
 import contextlib
 import re
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
 import psycopg
 import pytest
 
-from embedded import started_backend
 from pytest_plsqlbench.dialects.postgres import PostgresBackend
 from pytest_plsqlbench.judges import DEFAULT, JudgeContext, JudgeRegistry
 from pytest_plsqlbench.manifests import load_manifest
@@ -32,6 +32,8 @@ from pytest_plsqlbench.procarena.perf.judge import judges as b2_judges
 from pytest_plsqlbench.runner import TaskRun
 from pytest_plsqlbench.settings import Settings
 from pytest_plsqlbench.tasks import Task
+
+from embedded import started_backend
 
 REPO = Path(__file__).resolve().parent.parent
 MINI = Path(__file__).resolve().parent / "procarena_data" / "tasks" / "mini.yaml"

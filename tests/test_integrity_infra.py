@@ -8,8 +8,8 @@ the same answer (and that nobody outside ended) is the answer's failure.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 
@@ -18,8 +18,8 @@ from pytest_plsqlbench.dialects.base import Backend, Execution, Session
 from pytest_plsqlbench.dialects.postgres import PostgresBackend, SessionLost
 from pytest_plsqlbench.runner import TaskRun, evaluate_task
 from pytest_plsqlbench.tasks import Task, Turn, UnitTest
-from embedded import started_backend
 
+from embedded import started_backend
 from integrity_subset import run_plugin, write_subset
 
 #: Codes PL/pgSQL can raise that the old classification called infrastructure.

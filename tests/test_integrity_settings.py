@@ -7,15 +7,15 @@ defaults put back at the end of a task: nothing an answer sets reaches the next 
 
 from __future__ import annotations
 
-from typing import Iterator
+from collections.abc import Iterator
 
 import pytest
 
 from pytest_plsqlbench.dialects.postgres import PINNED_SETTINGS, PostgresBackend
 from pytest_plsqlbench.runner import evaluate_task
 from pytest_plsqlbench.tasks import Task, Turn, UnitTest
-from embedded import started_backend
 
+from embedded import started_backend
 from integrity_subset import by_test, run_plugin, write_subset
 
 #: Settings an answer may try to poison, and a value that would break the harness or the tests.

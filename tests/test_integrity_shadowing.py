@@ -7,15 +7,15 @@ ordinary answers that create their own types, aggregates and triggers still pass
 
 from __future__ import annotations
 
-from typing import Iterator
+from collections.abc import Iterator
 
 import pytest
 
 from pytest_plsqlbench.dialects.postgres import PostgresBackend
 from pytest_plsqlbench.runner import evaluate_task
 from pytest_plsqlbench.tasks import Fixture, Task, Turn, UnitTest
-from embedded import started_backend
 
+from embedded import started_backend
 from integrity_subset import by_test, run_plugin, write_subset
 
 FIXTURE = Fixture("integrity:shadow", """

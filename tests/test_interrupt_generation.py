@@ -12,10 +12,11 @@ import time
 from pathlib import Path
 
 import pytest
-from stub_openai import StubServer
-from test_generation_e2e import DIALECT, reference_responder
 
 from pytest_plsqlbench.generation.prefetch import Prefetcher
+
+from stub_openai import StubServer
+from test_generation_e2e import DIALECT, reference_responder
 
 
 class FakeService:

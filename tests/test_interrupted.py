@@ -18,8 +18,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_results import HEADER, PAPER, sample_tasks
-from test_results_e2e import CONFTEST, _env, smoke_run
 
 from pytest_plsqlbench.cli import main
 from pytest_plsqlbench.reporting.merge import merge_documents
@@ -27,6 +25,9 @@ from pytest_plsqlbench.reporting.render import html, markdown
 from pytest_plsqlbench.results import build_document, read_document, write_document
 from pytest_plsqlbench.results.collector import NOT_FINISHED
 from pytest_plsqlbench.summary import summary_lines
+
+from test_results import HEADER, PAPER, sample_tasks
+from test_results_e2e import CONFTEST, _env, smoke_run
 
 #: Waits in the generation hook of the task named in block.txt, after saying so in blocked.txt.
 BLOCKING_CONFTEST = (

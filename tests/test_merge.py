@@ -8,11 +8,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_results_e2e import by_task, smoke_run
 
 from pytest_plsqlbench.cli import main
 from pytest_plsqlbench.reporting.merge import MergeError, merge_documents
 from pytest_plsqlbench.results import build_document
+
+from test_results_e2e import by_task, smoke_run
 
 AGGREGATES = ("subsets", "overall", "failure_classes", "failure_units", "usage", "statistics")
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 import datetime as dt
 import decimal
 import os
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 
@@ -20,19 +20,19 @@ from pytest_plsqlbench import outcomes
 from pytest_plsqlbench.dialects.oracle import (
     ObjectState,
     OracleBackend,
+    candidate_name,
     classify,
+    created_unit,
     diff_snapshots,
     drop_statement,
     error_codes,
     format_cell,
     janitor_statements,
+    new_password,
     parse_dsn,
     partition_fixture,
     primary_code,
     restore_statements,
-    candidate_name,
-    created_unit,
-    new_password,
 )
 from pytest_plsqlbench.errors import UsageError
 from pytest_plsqlbench.settings import Settings

@@ -213,9 +213,9 @@ def test_returned_value_parsing() -> None:
 def test_the_session_keeps_the_value_and_the_failure_class(monkeypatch: pytest.MonkeyPatch) -> None:
     """A returned string holding ``ORA-00942`` (an interface code) must not make a wrong value
     an interface failure; the message keeps the value for the judge."""
-    import test_oracle_session as scripted
-
     from pytest_plsqlbench.dialects import oracle
+
+    import test_oracle_session as scripted
 
     db = scripted.FakeDb()
     driver = SimpleNamespace(Error=scripted.Error, DatabaseError=scripted.DatabaseError,
@@ -251,8 +251,8 @@ def test_the_session_keeps_the_value_and_the_failure_class(monkeypatch: pytest.M
 needs_oracle = pytest.mark.skipif(not oracle_reachable(), reason=SKIP_REASON)
 
 
-def _install(session: Any, script: str) -> None:
-    result = session.run(script, isolated=False, phase="install")
+def _install(oracle_session: Any, script: str) -> None:
+    result = oracle_session.run(script, isolated=False, phase="install")
     assert result.ok, result.error
 
 

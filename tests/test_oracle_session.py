@@ -115,14 +115,14 @@ class Var:
 class Cursor:
     arraysize = 100
 
-    def __init__(self, conn: "Connection") -> None:
+    def __init__(self, conn: Connection) -> None:
         self.conn = conn
         self.db = conn.db
         self.description: list[Any] | None = None
         self.rows: list[tuple[Any, ...]] = []
         self.warning: Any = None
 
-    def __enter__(self) -> "Cursor":
+    def __enter__(self) -> Cursor:
         return self
 
     def __exit__(self, *a: object) -> None:

@@ -7,9 +7,10 @@ import json
 from pathlib import Path
 
 import pytest
-from minisubset import DOUBLE_REF_PG, double_task, write_answers, write_subset
 
 from pytest_plsqlbench.collect import marker_name, subset_marker
+
+from minisubset import DOUBLE_REF_PG, double_task, write_answers, write_subset
 
 #: The statement starting on line 3 is broken; PostgreSQL points at line 4 (text for an integer column).
 BROKEN_FIXTURE = "CREATE TABLE shop (id integer);\nINSERT INTO shop VALUES (1);\nINSERT INTO shop\n  VALUES ('x');\n"

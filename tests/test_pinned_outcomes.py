@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from spider_release import write_release
 
 pytestmark = pytest.mark.slow

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from typing import Iterator
+from collections.abc import Iterator
 
 import psycopg
 import pytest
@@ -11,6 +11,7 @@ import pytest
 from pytest_plsqlbench.dialects.postgres import PostgresBackend, classify
 from pytest_plsqlbench.runner import TaskRun, evaluate_task
 from pytest_plsqlbench.tasks import Fixture, Task, Turn, UnitTest
+
 from embedded import started_backend
 
 TIMEOUT = 1.5

@@ -7,12 +7,13 @@ import json
 from pathlib import Path
 
 import pytest
-from stub_openai import StubServer, ok
-from test_generation_e2e import reference_responder
 
 from pytest_plsqlbench.errors import UsageError
 from pytest_plsqlbench.generation.client import ModelClient
 from pytest_plsqlbench.settings import parse_price
+
+from stub_openai import StubServer, ok
+from test_generation_e2e import reference_responder
 
 MESSAGES = [{"role": "system", "content": "sys"}, {"role": "user", "content": "Write p."}]
 

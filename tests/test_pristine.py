@@ -3,14 +3,15 @@ state, whatever ran on an earlier copy, and leaves nothing behind."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 
-from embedded import started_backend
 from pytest_plsqlbench.dialects.postgres import PostgresBackend
 from pytest_plsqlbench.tasks import Fixture
+
+from embedded import started_backend
 
 FIXTURE = Fixture("pristine_probe", """
 CREATE SCHEMA probe;

@@ -13,8 +13,8 @@ import decimal
 import json
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 import yaml
@@ -24,11 +24,12 @@ from pytest_plsqlbench.manifests import load_manifest
 from pytest_plsqlbench.procarena import failure_types as ft
 from pytest_plsqlbench.procarena import metrics as pm
 from pytest_plsqlbench.procarena import state as st
-from pytest_plsqlbench.procarena.judge import evaluate
+from pytest_plsqlbench.procarena.evaluation import evaluate
 from pytest_plsqlbench.procarena.loader import load, spec_of
 from pytest_plsqlbench.procarena.spec import SpecError, parse
 from pytest_plsqlbench.settings import Settings
 from pytest_plsqlbench.tasks import Task
+
 from embedded import started_backend
 
 REPO = Path(__file__).resolve().parent.parent

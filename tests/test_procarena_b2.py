@@ -23,6 +23,7 @@ from pytest_plsqlbench.procarena.perf import metrics as bm
 from pytest_plsqlbench.procarena.perf import scale as sc
 from pytest_plsqlbench.procarena.perf import timing, work
 from pytest_plsqlbench.procarena.perf.catalog import Column, ForeignKey, Schema, Table
+
 from embedded import started_backend
 
 REPO = Path(__file__).resolve().parent.parent

@@ -443,9 +443,9 @@ def test_bench_drives_the_real_oracle_session(monkeypatch: pytest.MonkeyPatch) -
     a new connection per run, parallel query off, the contender dropped by the janitor after its
     run, an install past the call timeout ending the server session; the counter falls back to the
     admin's V$SESSTAT (the scripted driver grants the candidate no V$MYSTAT)."""
-    import test_oracle_session as scripted
-
     from pytest_plsqlbench.dialects import oracle
+
+    import test_oracle_session as scripted
 
     db = scripted.FakeDb()
     driver = SimpleNamespace(Error=scripted.Error, DatabaseError=scripted.DatabaseError,
@@ -514,7 +514,7 @@ def test_oracle_reference_work_ratio_is_exactly_one(tmp_path: Path) -> None:
 @pytest.mark.oracle
 def test_oracle_work_counter_is_deterministic_and_the_fixture_is_restored() -> None:
     from pytest_plsqlbench.manifests import load_manifest
-    from pytest_plsqlbench.procarena.judge import evaluate
+    from pytest_plsqlbench.procarena.evaluation import evaluate
     from pytest_plsqlbench.procarena.loader import load, spec_of
     from pytest_plsqlbench.runner import open_backend
     from pytest_plsqlbench.settings import Settings

@@ -23,10 +23,11 @@ from typing import Any
 import pytest
 import yaml
 
-from embedded import started_backend
 from pytest_plsqlbench.procarena.perf import cpu, timing, work
 from pytest_plsqlbench.procarena.perf import metrics as bm
 from pytest_plsqlbench.procarena.perf import scale as sc
+
+from embedded import started_backend
 
 REPO = Path(__file__).resolve().parent.parent
 CLINIC_B2 = REPO / "tasks" / "procarena-sample" / "postgres" / "b2_002.yaml"

@@ -11,25 +11,33 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any, Iterator, Mapping
+from typing import Any
 
 import pytest
-from stub_openai import Action, StubServer, ok, tool_call, tool_calls
 
 from pytest_plsqlbench.errors import UsageError
 from pytest_plsqlbench.manifests import load_manifest
+from pytest_plsqlbench.procarena.evaluation import evaluate
 from pytest_plsqlbench.procarena.interactive import metrics as im
-from pytest_plsqlbench.procarena.interactive.budget import (MAX_STEPS, PRICES, Budget, BudgetRule, parse_prices,
-                                                            parse_rule)
+from pytest_plsqlbench.procarena.interactive.budget import (
+    MAX_STEPS,
+    PRICES,
+    Budget,
+    BudgetRule,
+    parse_prices,
+    parse_rule,
+)
 from pytest_plsqlbench.procarena.interactive.episode import EpisodeRecord, InteractiveEpisode, Protocol
 from pytest_plsqlbench.procarena.interactive.simulator import NO_ANSWER, LedgerSimulator
 from pytest_plsqlbench.procarena.interactive.tools import NAMES, SCHEMA, Environment, Malformed, check
-from pytest_plsqlbench.procarena.judge import evaluate
 from pytest_plsqlbench.procarena.loader import load, spec_of
 from pytest_plsqlbench.settings import Settings
 from pytest_plsqlbench.tasks import Task
+
 from embedded import started_backend
+from stub_openai import Action, StubServer, ok, tool_call, tool_calls
 
 REPO = Path(__file__).resolve().parent.parent
 INTERACTIVE = REPO / "tasks" / "procarena-sample-interactive.yaml"
@@ -312,10 +320,10 @@ def test_the_scratch_copy_never_holds_gold(backend: Any, task: Task, stub: StubS
 
 
 def test_a_failing_simulator_model_ends_the_episode_in_error(task: Task, stub: StubServer) -> None:
-    from stub_openai import error
-
     from pytest_plsqlbench.generation.client import ModelClient
     from pytest_plsqlbench.procarena.interactive.simulator import ModelSimulator
+
+    from stub_openai import error
 
     spec = spec_of(task)
     assert spec.interactive is not None
@@ -620,9 +628,9 @@ def test_a_refusal_ends_the_episode_as_the_models_failure(backend: Any, task: Ta
     """A Solver can fill its own context on purpose (its actions come back in every request): the
     provider's refusal ended the episode in error, which left the task out of the metrics. It is
     the model's failure, as in Direct mode: an empty submission."""
-    from stub_openai import context_too_long
-
     from pytest_plsqlbench.procarena.interactive.episode import answer_of
+
+    from stub_openai import context_too_long
 
     stub.push(tool_call("get_schema"), context_too_long())
     rec = play(backend, task, stub)

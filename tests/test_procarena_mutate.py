@@ -11,8 +11,8 @@ import json
 import subprocess
 import sys
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 import yaml
@@ -22,6 +22,7 @@ from pytest_plsqlbench.procarena import mutate as mt
 from pytest_plsqlbench.procarena.loader import load, spec_of
 from pytest_plsqlbench.procarena.spec import SpecError, parse, read
 from pytest_plsqlbench.settings import Settings
+
 from embedded import started_backend
 
 REPO = Path(__file__).resolve().parent.parent
@@ -183,7 +184,7 @@ def test_score_counts_kills_survivors_equivalents_and_stillborn(backend: object,
     assert score.score >= 0.95, "\n".join(mt.report_lines(score, spec.gold, 0.95))
     # the equivalent one really survives (else its mark would be wrong)
     (eq,) = [r.mutant for r in score.results if r.status == "equivalent"]
-    from pytest_plsqlbench.procarena.judge import evaluate
+    from pytest_plsqlbench.procarena.evaluation import evaluate
 
     assert all(o.passed for o in evaluate(backend, task, eq.code))  # type: ignore[arg-type]
     broken = mt.Mutant("x", "statement", 1, "", "", spec.gold.replace("BEGIN", "BEGN", 1))
@@ -316,7 +317,6 @@ def test_printed_output_is_refused_and_the_task_left_out(backend: object, tmp_pa
                                                          caplog: pytest.LogCaptureFixture) -> None:
     import logging
 
-    from pytest_plsqlbench.procarena.validate import check_task
 
     raw = yaml.safe_load(MINI_TASK.read_text())
     manifest = _variant(tmp_path, requirement=raw["requirement"] + "Finally print the new balance with RAISE NOTICE.\n")
@@ -332,12 +332,12 @@ def test_printed_output_is_refused_and_the_task_left_out(backend: object, tmp_pa
 
 # --------------------------------------------------------------------------- Oracle (stand-in)
 def test_oracle_mutation_run_on_a_stand_in(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The run on an Oracle task: mutants of the PL/SQL gold go through ``judge.evaluate`` (here a
+    """The run on an Oracle task: mutants of the PL/SQL gold go through ``evaluation.evaluate`` (here a
     stand-in answering as the Oracle judge words its outcomes): a mutant that compiles with errors is
     stillborn, one whose calls all pass survives, a failing call kills."""
     from pytest_plsqlbench import outcomes
     from pytest_plsqlbench.outcomes import TestOutcome
-    from pytest_plsqlbench.procarena import judge
+    from pytest_plsqlbench.procarena import evaluation
 
     tasks = load(load_manifest(REPO / "tasks" / "procarena-sample.yaml"),
                  Settings.of(subsets=("procarena-sample",), dialect="oracle"))
@@ -356,7 +356,7 @@ def test_oracle_mutation_run_on_a_stand_in(monkeypatch: pytest.MonkeyPatch) -> N
         return [TestOutcome(1, "call-1", True), *(TestOutcome(1, f"call-{k}", False, outcomes.WRONG_OUTPUT, "table differs")
                                                   for k in range(2, n + 1))]
 
-    monkeypatch.setattr(judge, "evaluate", stand_in)
+    monkeypatch.setattr(evaluation, "evaluate", stand_in)
     mutants = mt.generate(spec.gold, "oracle")
     eq = mutants[0].id
     score = mt.score_task(object(), task, spec.gold, {eq: "stand-in"})

@@ -154,7 +154,7 @@ SKIP_REASON = "no Oracle reachable: set PLSQL_ORACLE_DSN"
 @pytest.mark.skipif(not os.environ.get("PLSQL_ORACLE_DSN"), reason=SKIP_REASON)
 def test_oracle_gold_passes_mutants_fail_and_state_is_restored() -> None:
     from pytest_plsqlbench.manifests import load_manifest
-    from pytest_plsqlbench.procarena.judge import evaluate
+    from pytest_plsqlbench.procarena.evaluation import evaluate
     from pytest_plsqlbench.procarena.loader import load, spec_of
     from pytest_plsqlbench.runner import open_backend
     from pytest_plsqlbench.settings import Settings

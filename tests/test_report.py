@@ -11,13 +11,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_results import HEADER, PAPER, sample_tasks, task
-from test_results_e2e import smoke_run
 
 from pytest_plsqlbench.cli import main
 from pytest_plsqlbench.reporting.render import html, markdown
 from pytest_plsqlbench.results import build_document, write_document
 from pytest_plsqlbench.summary import summary_lines
+
+from test_results import HEADER, PAPER, sample_tasks, task
+from test_results_e2e import smoke_run
 
 CHROMIUM_FLAGS = (
     "--headless",

@@ -16,13 +16,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_report import Elements, chromium, dump_dom
-from test_results import HEADER, PAPER, sample_tasks
-from test_results_e2e import _env, smoke_run
 
 from pytest_plsqlbench import families
 from pytest_plsqlbench.reporting.render import html
 from pytest_plsqlbench.results import build_document
+
+from test_report import Elements, chromium, dump_dom
+from test_results import HEADER, PAPER, sample_tasks
+from test_results_e2e import _env, smoke_run
 
 REPO = Path(__file__).resolve().parent.parent
 WINDOW = 1280

@@ -420,7 +420,7 @@ def test_an_answer_recorded_twice_after_a_worker_crash_counts_once() -> None:
         "subset": "mbpp", "task_id": "m1", "node": "m1", "n_turns": 1, "turn": 1, "sample": 0,
         "passed": True, "failure_class": "passed",
     }
-    for n, test_id in enumerate(["case-1", "case-2"]):  # case-1 before the crash, case-2 in the rerun
+    for test_id in ["case-1", "case-2"]:  # case-1 before the crash, case-2 in the rerun
         rec = {**record, "test_id": test_id, "answer": dict(answer), "task": {"n_tests": 2, "metadata": {}}}
         report = SimpleNamespace(nodeid=f"mbpp/m1/{test_id}", when="call", skipped=False, failed=False, plsql=rec)
         collector.pytest_runtest_logreport(report)  # type: ignore[arg-type]

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Iterator
+from collections.abc import Iterator
 
 import psycopg
 import pytest
@@ -18,6 +18,7 @@ from pytest_plsqlbench.dialects.postgres import PostgresBackend
 from pytest_plsqlbench.runner import evaluate_task
 from pytest_plsqlbench.scripts import first_keyword, split
 from pytest_plsqlbench.tasks import Task, Turn, UnitTest
+
 from embedded import started_backend
 
 TIMEOUT = 1.0

@@ -3,9 +3,8 @@ dialects, and what happens to a fixture that fails anyway -- without a database.
 
 from __future__ import annotations
 
-import sys
-
 import json
+import sys
 from pathlib import Path
 
 import pytest
@@ -255,9 +254,9 @@ def test_oracle_backend_runs_the_adjusted_spider_fixture_as_its_owner(
 def test_oracle_fixture_failure_is_a_data_error_not_retried(
     spider_sample: Path, oracle_server, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import test_oracle_session as fake
-
     from pytest_plsqlbench.dialects import oracle
+
+    import test_oracle_session as fake
 
     real = fake.AdminCursor.execute
 

@@ -16,6 +16,7 @@ import pytest
 from pytest_plsqlbench.collect import marker_name
 from pytest_plsqlbench.settings import Settings
 from pytest_plsqlbench.spider import release
+
 from spider_release import write_release
 
 MARKS_CONFTEST = """

@@ -271,14 +271,8 @@ def _value_problem(typed: Typed, case: SourceCase) -> tuple[str, str] | None:
     return None
 
 
-def check_lossy(typed_tasks: Sequence[Typed], timeout: float) -> None:
-    """Re-run cases whose SQL encoding changes the input; drop those whose result changes."""
-    with ThreadPoolExecutor(max_workers=sources._workers()) as pool:
-        list(pool.map(lambda t: check_lossy_one(t, timeout), [t for t in typed_tasks if t.rejection is None]))
-
-
 def check_lossy_one(typed: Typed, timeout: float) -> None:
-    """:func:`check_lossy` for one task."""
+    """Re-run the task's cases whose SQL encoding changes the input; drop those whose result changes."""
     task = typed.source
     suspects = [c for c in typed.cases if any(lossy(v, t) for v, t in zip(c.args or (), typed.params))]
     if not suspects or not task.solution:

@@ -11,8 +11,9 @@ from __future__ import annotations
 import abc
 import logging
 import threading
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal, Sequence
+from typing import TYPE_CHECKING, Any, Literal
 
 from ..errors import FixtureError
 from ..tasks import Fixture
@@ -153,7 +154,7 @@ class Session(abc.ABC):
         """
         return None
 
-    def run_batch(self, scripts: Sequence[str]) -> "list[BatchResult | None] | None":
+    def run_batch(self, scripts: Sequence[str]) -> list[BatchResult | None] | None:
         """Optionally run several isolated ``assert`` test scripts in one round trip.
 
         Returns one entry per script: its :class:`BatchResult`, or None where the result is not
@@ -176,7 +177,7 @@ class Backend(abc.ABC):
 
     dialect: str = ""
     #: The run's settings: sessions read the statement timeout and the output cap from them.
-    settings: "Settings"
+    settings: Settings
 
     def __init__(self) -> None:
         self._loaded: list[Fixture] = []
@@ -258,11 +259,11 @@ class Backend(abc.ABC):
         """Janitor of last resort where the candidate works in a scratch schema: empty it."""
         raise NotImplementedError(f"{type(self).__name__} has no scratch schema")
 
-    def baseline_snapshot(self, session: "Session") -> Any:
+    def baseline_snapshot(self, session: Session) -> Any:
         """What the candidate's schema holds after the fixtures (the janitor restores to it)."""
         raise NotImplementedError(f"{type(self).__name__} keeps no baseline snapshot")
 
-    def __enter__(self) -> "Backend":
+    def __enter__(self) -> Backend:
         self.start()
         return self
 

@@ -53,9 +53,10 @@ import tempfile
 import threading
 import time
 import weakref
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterator, Protocol
+from typing import Any, Protocol
 
 import psycopg
 
@@ -151,7 +152,7 @@ def _copy_tree(source: Path, target: Path) -> None:
 
 #: Servers of copies and pristines this process started and has not stopped yet: killed at exit
 #: (``start_new_session`` keeps them out of the terminal's signals, so nothing else would).
-_LIVE: "weakref.WeakSet[Postmaster]" = weakref.WeakSet()
+_LIVE: weakref.WeakSet[Postmaster] = weakref.WeakSet()
 _REAPED = False
 
 

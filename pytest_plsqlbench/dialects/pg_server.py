@@ -19,8 +19,8 @@ import tempfile
 import threading
 import time
 import warnings
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 from ..errors import InfrastructureError
 

@@ -36,7 +36,8 @@ import secrets
 import select
 import threading
 import time
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import psycopg
 from psycopg import sql as pgsql
@@ -432,7 +433,7 @@ class _Watchdog:
     :meth:`disarm` takes it: a late cancel can never reach the harness's next statement.
     """
 
-    def __init__(self, session: "PostgresSession") -> None:
+    def __init__(self, session: PostgresSession) -> None:
         self.session = session
         #: Whether the watchdog cancelled the statement of the current arming.
         self.fired = False
@@ -498,7 +499,7 @@ class _Watchdog:
 
 
 class PostgresSession(Session):
-    def __init__(self, backend: "PostgresBackend") -> None:
+    def __init__(self, backend: PostgresBackend) -> None:
         self.backend = backend
         self.conn: psycopg.Connection | None = None
         self.backend_pid: int | None = None
@@ -1311,7 +1312,7 @@ class PostgresBackend(Backend):
             self._pristines = PristineStore(self)
         return self._pristines
 
-    def pristine_builder(self, admin_dsn: str) -> "PostgresBackend":
+    def pristine_builder(self, admin_dsn: str) -> PostgresBackend:
         """A backend provisioned as this one (database, candidate role, grants, limits) on the
         server at ``admin_dsn``: what builds a pristine data directory (:mod:`.pg_pristine`)."""
         builder = PostgresBackend(self.settings, self.worker)

@@ -20,6 +20,7 @@ from __future__ import annotations
 import difflib
 import logging
 from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -27,6 +28,9 @@ from ..errors import UsageError
 from ..tasks import Task
 from .client import ProviderError, load_litellm
 from .models import aliases
+
+if TYPE_CHECKING:
+    from .service import AnswerService
 
 log = logging.getLogger(__name__)
 
@@ -83,7 +87,7 @@ def may_deselect(config: pytest.Config) -> bool:
 
 
 def preflight(
-    config: pytest.Config, service: "AnswerService", tasks: Sequence[Task], *, name: str, model: str,  # noqa: F821
+    config: pytest.Config, service: AnswerService, tasks: Sequence[Task], *, name: str, model: str,
     api_base: str | None, overrides: Mapping[str, str] | None, samples: int,
 ) -> None:
     """Run the checks when some first-turn answer is not in the cache; raise UsageError."""

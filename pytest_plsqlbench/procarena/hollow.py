@@ -66,7 +66,7 @@ def spec_problems(spec) -> list[str]:  # noqa: ANN001 - ProcSpec
     return problems + ([why] if why else [])
 
 
-def of_gold_run(run: "GoldRun", rule: str = "procarena") -> str | None:
+def of_gold_run(run: GoldRun, rule: str = "procarena") -> str | None:
     """Why gold's run makes the task hollow (``None``: it does not); ``rule`` is the judging mode."""
     if run.error or not run.calls:
         return None  # reported as gold's own error

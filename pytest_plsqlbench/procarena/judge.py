@@ -24,7 +24,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .. import outcomes
-from ..answers import Answer
 from ..dialects.base import Backend, DbError, Execution
 from ..judges import Judge, JudgeContext
 from ..outcomes import TestOutcome
@@ -50,7 +49,7 @@ class CallResult:
     returned: tuple[str, ...] = ()
 
     @classmethod
-    def of(cls, done: Execution, state: st.State) -> "CallResult":
+    def of(cls, done: Execution, state: st.State) -> CallResult:
         """The result of the call that produced ``done``; only what the call *returned* counts
         (printed lines are no channel the judge reads), or every line where the session cannot
         tell a returned row from a printed one."""
@@ -330,7 +329,7 @@ class CallSuiteJudge(Judge):
 
     def __init__(self) -> None:
         #: Per task run, keyed by its context's id (contexts are not hashable); ``finish`` drops it.
-        self._by_ctx: dict[int, tuple["weakref.ref[JudgeContext]", _TaskState]] = {}
+        self._by_ctx: dict[int, tuple[weakref.ref[JudgeContext], _TaskState]] = {}
 
     def validate(self, test: UnitTest) -> None:
         if not test.script or not isinstance(test.options.get("call"), int):
@@ -512,18 +511,3 @@ def judging(task: Task) -> str:
 def judges() -> list[Judge]:
     return [CallSuiteJudge()]
 
-
-def evaluate(backend: Backend, task: Task, answer: "Answer | str | None") -> list[TestOutcome]:
-    """Every call's outcome for one answer (tests, validate)."""
-    from ..judges import DEFAULT, JudgeRegistry
-    from ..runner import TaskRun
-
-    from .perf.judge import judges as b2_judges
-
-    registry = JudgeRegistry(list(DEFAULT.values()) + judges() + b2_judges())
-    run = TaskRun(backend, task, [answer], judges=registry)
-    run.start()
-    try:
-        return [run.run_test(1, t) for t in task.turns[0].tests if t.kind == KIND]  # the calls (not B2's perf)
-    finally:
-        run.finish()

@@ -18,14 +18,15 @@ the project does. Input: the results document's task entries (``metadata.scenari
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from typing import Any, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
-from . import EDITING, EX_SCENARIOS, SYNTHESIS
 from ..families import Column, PlsqlBenchFamily, SubsetInput
 from ..reporting.stats import bootstrap_cis
-from .perf import metrics as b2_metrics
+from . import EDITING, EX_SCENARIOS, SYNTHESIS
 from .failure_types import LABELS, TYPES
 from .figures import _pct, task_outcome
+from .perf import metrics as b2_metrics
 
 FAMILY = "procarena"
 

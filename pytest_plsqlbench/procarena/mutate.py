@@ -29,7 +29,7 @@ output. A mutant that does not install (a syntax or compile error) is *stillborn
 a mutant the task file marks equivalent (field ``equivalent_mutants``, with the reason) is not
 counted either. The score is killed / (generated - stillborn - equivalent); a mutant is killed
 when at least one call's outcome differs from gold's, which is exactly how the judge scores an answer:
-each mutant runs through :func:`.judge.evaluate`, so it follows whatever isolation the judge uses.
+each mutant runs through :func:`.evaluation.evaluate`, so it follows whatever isolation the judge uses.
 """
 
 from __future__ import annotations
@@ -37,9 +37,9 @@ from __future__ import annotations
 import difflib
 import hashlib
 import re
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
-from typing import Iterable, Sequence
 
 from .. import outcomes
 from ..scripts import _tokens
@@ -443,7 +443,7 @@ def select(mutants: Sequence[Mutant], limit: int | None) -> list[Mutant]:
 def score_task(backend, task, gold: str, equivalent: dict[str, str], *,  # noqa: ANN001 - Backend, Task
                operators: Sequence[str] = OPERATORS, limit: int | None = None) -> TaskScore:
     """Run every (or ``limit``) mutant of ``gold`` through the judge; equivalent ones are not run."""
-    from .judge import evaluate
+    from .evaluation import evaluate
 
     mutants = generate(gold, task.dialect, operators)
     result = TaskScore(task.id)

@@ -27,7 +27,8 @@ import contextlib
 import graphlib
 import hashlib
 import weakref
-from typing import Any, Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
 
 from ..errors import InfrastructureError
 from .state import ora_quote
@@ -146,7 +147,7 @@ class Restorer:
 
     # ----------------------------------------------------------------- backend glue
     @classmethod
-    def for_backend(cls, backend: Any, owner: str) -> "Restorer":
+    def for_backend(cls, backend: Any, owner: str) -> Restorer:
         """The worker's restorer of ``owner``: shadows made once per fixture content (registry)."""
         per_backend = _RESTORERS.setdefault(backend, {})
         key = owner.upper()
@@ -171,4 +172,4 @@ class Restorer:
             yield
 
 
-_RESTORERS: "weakref.WeakKeyDictionary[Any, dict[str, Restorer]]" = weakref.WeakKeyDictionary()
+_RESTORERS: weakref.WeakKeyDictionary[Any, dict[str, Restorer]] = weakref.WeakKeyDictionary()

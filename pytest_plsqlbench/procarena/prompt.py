@@ -7,7 +7,7 @@ Interactive ledger never do (a test checks this for every sample task).
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 from .spec import Material
 

@@ -9,9 +9,10 @@ components, mutants, equivalent_mutants, behaviour, ``b2``, ``interactive``) nev
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 import yaml
 

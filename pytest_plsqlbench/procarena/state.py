@@ -34,8 +34,9 @@ from __future__ import annotations
 import datetime as dt
 import decimal
 from collections import Counter
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 from ..errors import InfrastructureError
 
@@ -92,7 +93,7 @@ def canonical(value: Any, *, floating: bool = False) -> str | None:
         return _decimal_text(value)
     if isinstance(value, dt.datetime):
         if value.tzinfo is not None:
-            value = value.astimezone(dt.timezone.utc).replace(tzinfo=None)
+            value = value.astimezone(dt.UTC).replace(tzinfo=None)
         return value.isoformat(sep=" ")
     if isinstance(value, (dt.date, dt.time)):
         return value.isoformat()

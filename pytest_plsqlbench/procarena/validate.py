@@ -27,7 +27,8 @@ from ..settings import Settings
 from . import hollow
 from . import mutate as mt
 from . import state as st
-from .judge import _gold_key, evaluate
+from .evaluation import evaluate
+from .judge import _gold_key
 from .loader import load, spec_of
 
 

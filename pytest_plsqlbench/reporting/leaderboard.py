@@ -31,10 +31,8 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
-
-from collections.abc import Iterable
 
 from ..errors import UsageError
 from ..outcomes import REFERENCE_FAILED_KEY

@@ -7,7 +7,6 @@ Names are re-exported here for callers that import them from ``pytest_plsqlbench
 
 from __future__ import annotations
 
-from ..nodeids import parse as _parse
 from ..reporting.leaderboard import (
     HEADLINE_ORDER,
     MULTI_TURN_METRICS,
@@ -31,25 +30,15 @@ from .reading import (
     RESULTS_FORMAT,
     RESULTS_VERSION,
     RUN_IDENTITY,
-    ResultsDocument,
     ResultsFormatError,
     check_document,
     read_document,
     write_document,
 )
 
-
-def parse_nodeid(nodeid: str) -> dict | None:
-    """Compatibility: the parts of a benchmark node id as a dict (see :func:`pytest_plsqlbench.nodeids.parse`)."""
-    parsed = _parse(nodeid)
-    if parsed is None:
-        return None
-    return {"subset": parsed.subset, "node": parsed.node, "sample": parsed.sample, "turn": parsed.turn, "test_id": parsed.test_id}
-
-
 __all__ = [
     "HEADLINE_ORDER", "MULTI_TURN_METRICS", "RESULTS_FORMAT", "RESULTS_VERSION", "RUN_IDENTITY", "SINGLE_TURN_METRICS",
-    "ResultsCollector", "ResultsDocument", "ResultsFormatError", "answers_digest", "build_document", "check_document",
-    "data_revisions", "macro_means", "manifest_digest", "parse_nodeid", "read_document", "site_figures",
+    "ResultsCollector", "ResultsFormatError", "answers_digest", "build_document", "check_document",
+    "data_revisions", "macro_means", "manifest_digest", "read_document", "site_figures",
     "split_overall", "subset_kind_metrics", "tests_run", "unique_answers", "usage_totals", "write_document",
 ]

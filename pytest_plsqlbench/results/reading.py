@@ -2,7 +2,7 @@
 
 The document is versioned (:data:`RESULTS_VERSION`); its format, version by version, is in
 ``docs/reporting.md``. :func:`read_document` gives one clear error for every way a file can be
-wrong; :class:`ResultsDocument` is a typed view of a checked document.
+wrong.
 """
 
 from __future__ import annotations
@@ -11,7 +11,6 @@ import json
 import os
 import re
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +18,6 @@ from .. import __version__
 from ..errors import UsageError
 from ..outcomes import PASSED
 from ..textfiles import read_text
-
 from .version import RESULTS_FORMAT, RESULTS_VERSION  # re-exported: the reader checks them
 
 #: Header fields that must agree for two documents to be parts of one run (``merge``).
@@ -249,34 +247,3 @@ def write_document(doc: Mapping[str, Any], path: Path) -> None:
         os.replace(tmp, path)
     finally:
         tmp.unlink(missing_ok=True)  # after a failed write or replace: no stray file beside it
-
-
-
-
-@dataclass(frozen=True)
-class ResultsDocument:
-    """A checked results document, read by key or through these accessors."""
-
-    data: Mapping[str, Any]
-
-    @classmethod
-    def read(cls, path: Path) -> ResultsDocument:
-        return cls(read_document(path))
-
-    @property
-    def header(self) -> Mapping[str, Any]:
-        return self.data["header"]
-
-    @property
-    def subsets(self) -> Mapping[str, Mapping[str, Any]]:
-        return self.data["subsets"]
-
-    @property
-    def tasks(self) -> list[Mapping[str, Any]]:
-        return self.data["tasks"]
-
-    def tests(self) -> Iterator[tuple[Mapping[str, Any], Mapping[str, Any]]]:
-        """``(task entry, test entry)`` for every test of every task."""
-        for task in self.tasks:
-            for test in task.get("tests", []):
-                yield task, test

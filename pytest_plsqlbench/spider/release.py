@@ -94,7 +94,7 @@ def read_json_pairs(path: Path) -> Any:
         raise DataError(f"{path}:{exc.lineno}: not valid JSON ({exc.msg})") from None
 
 
-class _Pairs(list):  # type: ignore[type-arg]
+class _Pairs(list):
     """An object's (key, value) pairs, duplicates kept, with dict-style lookups of the first."""
 
     def get(self, key: str, default: Any = None) -> Any:

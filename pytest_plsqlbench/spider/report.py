@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import logging
 from collections import Counter, defaultdict
-from typing import Any, Generator
+from collections.abc import Generator
+from typing import Any
 
 import pytest
 
@@ -315,4 +316,4 @@ def reporter(config: pytest.Config, settings: Settings) -> SpiderReport:
     if plugin is None:
         plugin = SpiderReport(config, settings)
         config.pluginmanager.register(plugin, PLUGIN_NAME)
-    return plugin  # type: ignore[return-value]
+    return plugin

@@ -20,9 +20,10 @@ import logging
 import os
 import re
 import tempfile
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 import sqlglot
 
@@ -113,7 +114,7 @@ class Catalog:
 
     # ----------------------------------------------------------------- reading
     @classmethod
-    def spider(cls, root: Path) -> "Catalog":
+    def spider(cls, root: Path) -> Catalog:
         cat = cls("spider")
         ddl = root / release.SPIDER_DDL
         if ddl.is_file():
@@ -131,7 +132,7 @@ class Catalog:
         return cat
 
     @classmethod
-    def spider2(cls, root: Path) -> "Catalog":
+    def spider2(cls, root: Path) -> Catalog:
         cat = cls("spider2")
         for path in release.spider2_schema_files(root, "ddl"):
             cat.add_ddl_file(path)

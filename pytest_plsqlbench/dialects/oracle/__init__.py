@@ -33,7 +33,7 @@ names), :mod:`.provisioning` (the backend: container or DSN, candidate user, rec
 
 from __future__ import annotations
 
-from .dsn import USER_PREFIX, OracleDsn, _bare, candidate_name, new_password, parse_dsn, quote_ident
+from .dsn import USER_PREFIX, OracleDsn, candidate_name, new_password, parse_dsn, quote_ident
 from .errors import (
     CONNECTION_CODES,
     INTERFACE_CODES,
@@ -42,8 +42,6 @@ from .errors import (
     TIMEOUT_CODES,
     UNSAFE_CODES,
     WRAPPER_CODES,
-    _codes_of,
-    _driver,
     classify,
     error_codes,
     is_assertion,

@@ -6,8 +6,8 @@ import re
 import secrets
 import string
 import urllib.parse
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Mapping
 
 from ...errors import UsageError
 

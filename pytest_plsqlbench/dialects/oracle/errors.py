@@ -6,7 +6,8 @@ Also the driver import (python-oracledb is optional) and reading codes off its e
 from __future__ import annotations
 
 import re
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from ... import outcomes
 from ...errors import UsageError

@@ -11,7 +11,8 @@ from __future__ import annotations
 import contextlib
 import logging
 import re
-from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 from ...errors import FixtureError, InfrastructureError, UsageError
 from ...scripts import Statement, split

@@ -6,8 +6,9 @@ appeared and re-creates program units that were replaced (from their saved sourc
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, Iterable
+from typing import Any
 
 from .dsn import quote_ident
 

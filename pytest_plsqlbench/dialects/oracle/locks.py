@@ -7,7 +7,8 @@ A row lock in the registry table is held by a connection of its own, so the load
 from __future__ import annotations
 
 import contextlib
-from typing import TYPE_CHECKING, Any, Iterator, Sequence
+from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING, Any
 
 from ...errors import InfrastructureError
 from .errors import _codes_of, _driver

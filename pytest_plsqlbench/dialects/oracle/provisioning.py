@@ -9,7 +9,8 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
-from typing import Any, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
 from ...errors import InfrastructureError, UsageError
 from ...scripts import Statement
@@ -96,7 +97,7 @@ class OracleBackend(FixtureLoading, DatabaseLocks, Backend):
             from testcontainers.community.oracle import OracleDbContainer
         except ImportError:
             try:
-                from testcontainers.oracle import OracleDbContainer  # type: ignore[no-redef]
+                from testcontainers.oracle import OracleDbContainer  # type: ignore[no-redef, unused-ignore]
             except ImportError:
                 raise UsageError(
                     "--plsql-db=container needs testcontainers: pip install 'pytest-plsqlbench[oracle]'"

@@ -7,7 +7,8 @@ import decimal
 import logging
 import re
 import time
-from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 from ... import outcomes
 from ...errors import InfrastructureError
@@ -85,7 +86,7 @@ def created_unit(text: str) -> tuple[str, str, str | None] | None:
 class OracleSession(Session):
     """The candidate's connection (see the module doc for what it guarantees)."""
 
-    def __init__(self, backend: "OracleBackend") -> None:
+    def __init__(self, backend: OracleBackend) -> None:
         self.backend = backend
         self.conn: Any = None
         self.sid: tuple[int, int] | None = None

@@ -14,8 +14,8 @@ overrides single prices (``ask_user=3,execute_scratch=0.5``).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Mapping
 
 from ...errors import UsageError
 

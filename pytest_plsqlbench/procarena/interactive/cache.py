@@ -16,9 +16,10 @@ import hashlib
 import json
 import logging
 import time
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator, Mapping
+from typing import Any
 
 from filelock import FileLock
 

@@ -21,13 +21,14 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any
 
 from ...answers import Answer
-from ...errors import InfrastructureError
 from ...episode import Ask
 from ...episode import Episode as Rollout
+from ...errors import InfrastructureError
 from ...generation.client import Completion
 from ...tasks import Task
 from .budget import MALFORMED, Budget, BudgetRule
@@ -106,7 +107,7 @@ class EpisodeRecord:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> "EpisodeRecord":
+    def from_dict(cls, data: Mapping[str, Any]) -> EpisodeRecord:
         known = set(cls.__dataclass_fields__)
         return cls(**{k: v for k, v in data.items() if k in known})
 
@@ -239,7 +240,7 @@ class InteractiveEpisode(Rollout):
                 if not completion.tool_calls:
                     self._act(MALFORMED, {}, None, messages, error=NO_TOOL, text=completion.text)
                     continue
-                for n, call in enumerate(completion.tool_calls):
+                for call in completion.tool_calls:
                     if (rec.submission is not None or rec.steps >= self.protocol.max_steps or self.budget.exhausted
                             or self._out_of_time()):
                         messages.append({"role": "tool", "tool_call_id": call["id"],

@@ -18,8 +18,9 @@ Input: the results document's task entries, whose answer ``usage.episode`` is th
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Iterable, Mapping
 from html import escape
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 from ...outputs import printable
 from ..figures import _pct, task_outcome

@@ -11,7 +11,8 @@ at once (budget 0); ``--plsql-answers`` scores the file's answers as submissions
 from __future__ import annotations
 
 import dataclasses
-from typing import TYPE_CHECKING, Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -126,7 +127,7 @@ def pytest_plsql_episode(config: pytest.Config, task: Task, sample: int) -> Epis
 
 
 def episode_store(config: pytest.Config, settings: Any, task: Task, sample: int, options: Options,
-                  spec: Any) -> "Stored":
+                  spec: Any) -> Stored:
     """Where the episode of ``task`` is cached: its key hashes everything the episode depends on."""
     from ...generation.plugin import generation
     from .cache import EpisodeCache, Stored, episode_key

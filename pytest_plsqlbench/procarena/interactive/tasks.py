@@ -9,7 +9,7 @@ and ``behaviour`` stay hidden: the episode reads them from the task file when it
 from __future__ import annotations
 
 import dataclasses
-from typing import Callable
+from collections.abc import Callable
 
 from ...tasks import Fixture, Task
 from ..spec import ProcSpec

@@ -14,11 +14,11 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from ... import outcomes
-
 from ...dialects.base import Backend
 from ...tasks import Task
 from ..describe import Table, describe, tables_of

@@ -144,7 +144,6 @@ def compute(records: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
             cell["_unstable"] += 1
     out: dict[str, Any] = {}
     for d, cell in sorted(by.items()):
-        finite = lambda xs: [x for x in xs if x != float("inf")]
         acc, work = cell.pop("_acc"), cell.pop("_work")
         acc_b, work_b = cell.pop("_acc_b"), cell.pop("_work_b")
         noise = cell.pop("_noise")
@@ -153,11 +152,16 @@ def compute(records: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
         cell["acceleration_vs_baseline_hmean"] = _hmean_inf(acc_b)
         cell["work_ratio_vs_baseline_hmean"] = _hmean_inf(work_b)
         cell["bin_rates"] = {b: (n / cell["admitted"] if cell["admitted"] else None) for b, n in cell["bins"].items()}
-        cell["noise_median"] = _median(finite(noise))
-        cell["noise_max"] = max(finite(noise), default=None)
+        cell["noise_median"] = _median(_finite(noise))
+        cell["noise_max"] = max(_finite(noise), default=None)
         cell["work_unstable_tasks"] = cell.pop("_unstable")
         out[d] = cell
     return {"family": FAMILY, "by_dialect": out, "tasks": sum(c["tasks"] for c in out.values())}
+
+
+def _finite(values: list[float]) -> list[float]:
+    """``values`` without the infinite ones."""
+    return [x for x in values if x != float("inf")]
 
 
 def _hmean_inf(values: list[float]) -> float | None:

@@ -35,7 +35,7 @@ from ... import outcomes
 from .. import state as st
 from ..oracle_restore import SCALED_PREFIX, Restorer
 from . import scale as sc
-from .timing import NotMeasured, Run
+from .runs import NotMeasured, Run
 from .work import ORA_MEASURE, CounterUnavailable, OraCounter, Work, ora_counter
 
 log = logging.getLogger(__name__)

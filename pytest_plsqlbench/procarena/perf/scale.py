@@ -170,7 +170,7 @@ def _grow(table: Table, have: list[Row], need: int, rows: Mapping[str, list[Row]
             c.name: _default(c, len(have) + n + 1) for c in table.columns}
         row = {c.name: template.get(c.name) for c in table.writable}
         ok = True
-        for attempt in range(MAX_DRAWS if link_keys else 1):
+        for _attempt in range(MAX_DRAWS if link_keys else 1):
             ok = _draw_parents(table, template, row, parents, rng)
             if not ok:
                 break
