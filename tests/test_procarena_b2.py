@@ -515,7 +515,8 @@ def test_reference_matches_gold_exactly_in_work(backend: Any, b2_task: Any) -> N
     got = _perf(backend, b2_task, _spec(b2_task).gold)
     perf = got[-1]
     rec = perf.extra["b2"]
-    assert all(o.passed for o in got) and rec["admitted"] and rec["same_state_as_gold"]
+    assert all(o.passed for o in got), [(o.test_id, o.failure_class, o.message[:300]) for o in got if not o.passed]
+    assert rec["admitted"] and rec["same_state_as_gold"]
     assert rec["work_ratio"] == 1.0  # deterministic counter: the same procedure, the same count
     assert rec["acceleration"] > 0 and perf.score == rec["acceleration"]  # near 1 by design; no clock bound
     assert rec["work_ratio_vs_baseline"] > 1.0  # gold does less work than the degraded input
