@@ -309,15 +309,21 @@ def test_each_run_starts_from_fresh_tables_whatever_an_earlier_run_left(
         assert bench.run(spec.gold).work.value > first.value
 
 
+#: Every block of the invoices read once more than gold does (the unit the work tests count in).
+READ_ALL = "SELECT sum(amount) FROM clinic.invoices;"
+#: A copy of the invoices of the answer's own, read five times and dropped before the run ends.
+DROPPED_COPY = ("\nCREATE TABLE answers.b2_copy AS SELECT * FROM clinic.invoices;\n"
+                + "SELECT sum(amount) FROM answers.b2_copy;\n" * 5 + "DROP TABLE answers.b2_copy;\n")
+
+
 def test_the_work_counter_counts_parallel_workers_tid_scans_triggers_and_dropped_copies(backend: Any, b2_task: Any) -> None:
     spec = _spec(b2_task)
-    read_all = "SELECT sum(amount) FROM clinic.invoices;"
     variants = {
         "gold": spec.gold,
-        "serial": spec.gold + "\n" + read_all,
+        "serial": spec.gold + "\n" + READ_ALL,
         # a parallel plan's reads are a worker's
         "parallel": spec.gold + "\nSET debug_parallel_query = on; SET parallel_setup_cost = 0; "
-                                "SET parallel_tuple_cost = 0; SET min_parallel_table_scan_size = 0;\n" + read_all
+                                "SET parallel_tuple_cost = 0; SET min_parallel_table_scan_size = 0;\n" + READ_ALL
                     + "\nRESET debug_parallel_query; RESET parallel_setup_cost; RESET parallel_tuple_cost; "
                       "RESET min_parallel_table_scan_size;",
         # a TID range scan counts no scan at all
@@ -331,8 +337,7 @@ CREATE TRIGGER b2_read AFTER INSERT ON answers.b2_t FOR EACH ROW EXECUTE FUNCTIO
 INSERT INTO answers.b2_t SELECT generate_series(1, 50);
 """,
         # the reads moved to a copy of the answer's own, read five times and dropped before the run ends
-        "dropped": spec.gold + "\nCREATE TABLE answers.b2_copy AS SELECT * FROM clinic.invoices;\n"
-                   + "SELECT sum(amount) FROM answers.b2_copy;\n" * 5 + "DROP TABLE answers.b2_copy;\n",
+        "dropped": spec.gold + DROPPED_COPY,
     }
     with _bench(backend, b2_task) as bench:
         for _ in range(2):
@@ -381,12 +386,10 @@ def test_the_work_counter_on_fresh_copies_counts_relations_a_subtransaction_roll
     from pytest_plsqlbench.procarena.perf.fresh import PgFreshBench
 
     spec = _spec(b2_task)
-    read_all = "SELECT sum(amount) FROM clinic.invoices;"
     variants = {
         "gold": spec.gold,
-        "serial": spec.gold + "\n" + read_all,
-        "dropped": spec.gold + "\nCREATE TABLE answers.b2_copy AS SELECT * FROM clinic.invoices;\n"
-                   + "SELECT sum(amount) FROM answers.b2_copy;\n" * 5 + "DROP TABLE answers.b2_copy;\n",
+        "serial": spec.gold + "\n" + READ_ALL,
+        "dropped": spec.gold + DROPPED_COPY,
         "rolled back": spec.gold + ROLLED_BACK_COPIES,
     }
     with PgFreshBench(backend, spec.schema, spec.calls, 200, spec.b2.scale, b2_task.fixtures) as bench:
