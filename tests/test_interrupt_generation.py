@@ -17,6 +17,7 @@ from pytest_plsqlbench.generation.prefetch import Prefetcher
 
 from stub_openai import StubServer
 from test_generation_e2e import DIALECT, reference_responder
+from test_interrupted import ctrl_c_answered
 
 
 class FakeService:
@@ -67,7 +68,7 @@ def test_ctrl_c_stops_every_worker_from_generating(tmp_path: Path, monkeypatch: 
                "--plsql-model=openai/stub", f"--plsql-api-base={stub.api_base}", "--plsql-concurrency=1",
                "--plsql-retries=0", "-n", "2", "-p", "no:cacheprovider"]
         proc = subprocess.Popen(cmd, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                start_new_session=True)
+                                start_new_session=True, preexec_fn=ctrl_c_answered)
         try:
             deadline = time.monotonic() + 300
             while stub.count < 4 and time.monotonic() < deadline:

@@ -62,8 +62,15 @@ def start_blocking_run(folder: Path, block: str, *args: str) -> subprocess.Popen
     ]
     return subprocess.Popen(
         cmd, cwd=folder, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-        start_new_session=True,
+        start_new_session=True, preexec_fn=ctrl_c_answered,
     )
+
+
+def ctrl_c_answered() -> None:
+    """In the child before its exec: SIGINT back to its default action. A run started in the
+    background by a shell without job control (``cmd &``, as some CI runners start their steps)
+    inherits SIGINT ignored, and a Ctrl-C test would then wait for nothing."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def wait_for(path: Path, proc: subprocess.Popen[str], timeout: float = 300) -> None:
