@@ -118,7 +118,7 @@ def test_mutants_are_unique_and_ids_stable() -> None:
 @pytest.mark.parametrize("dialect", ["postgres", "oracle"])
 def test_every_sample_gold_yields_mutants_of_each_family(dialect: str) -> None:
     files = sorted((SAMPLE / dialect).glob("*.yaml"))
-    assert len(files) == 26 and {p.name for p in files} == {p.name for p in (SAMPLE / "postgres").glob("*.yaml")}
+    assert len(files) >= 26 and {p.name for p in files} == {p.name for p in (SAMPLE / "postgres").glob("*.yaml")}
     for path in files:
         spec = read(path)
         ops = Counter(m.operator for m in mt.generate(spec.gold, dialect))
