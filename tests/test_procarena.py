@@ -13,6 +13,7 @@ import decimal
 import json
 import subprocess
 import sys
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -393,6 +394,35 @@ def test_a_table_past_the_row_cap_is_compared_whole(backend: object) -> None:
         session.end_task()
     assert "50 rows, digest" in (before["answers.big"].problem or "")
     assert st.diff(before, changed) and not st.diff(before, again)
+
+
+def test_an_unreadable_table_is_that_tables_state_and_the_others_read_as_always(backend: object) -> None:
+    """The snapshot reads every table in a few round trips; an error there (here a table its
+    owner may no longer read) makes it read again table by table: that table is "unreadable",
+    every other one is the state the quick read gives, sequences included."""
+    from pytest_plsqlbench.procarena import state as st
+
+    session = backend.session()  # type: ignore[attr-defined]
+    session.begin_task()
+    try:
+        conn = session.conn
+        conn.execute("CREATE TABLE answers.a (id integer, amount numeric(8,2), flag boolean, at date)")
+        conn.execute("INSERT INTO answers.a VALUES (1, 2.50, true, '2026-01-02'), (2, NULL, false, NULL), (1, 2.5, true, '2026-01-02')")
+        conn.execute("CREATE TABLE answers.z (id integer)")
+        conn.execute("INSERT INTO answers.z VALUES (7)")
+        conn.execute("CREATE SEQUENCE answers.s")
+        conn.execute("SELECT nextval('answers.s')")
+        quick = st.pg_snapshot(conn, ["answers"])
+        conn.execute("CREATE TABLE answers.m (id integer)")
+        conn.execute("REVOKE SELECT ON answers.m FROM CURRENT_USER")
+        guarded = st.pg_snapshot(conn, ["answers"])
+        conn.execute("SELECT 1")  # the session is usable afterwards
+    finally:
+        session.end_task()
+    assert (guarded["answers.m"].problem or "").startswith("unreadable (permission denied")
+    assert {k: v for k, v in guarded.items() if k != "answers.m"} == quick
+    assert quick["answers.a"].rows == Counter({("1", "2.5", "true", "2026-01-02"): 2, ("2", None, "false", None): 1})
+    assert quick["answers.s (sequence)"].rows == Counter({("1",): 1}) and quick["answers.z"].columns == ("id",)
 
 
 # --------------------------------------------------------------------------- metrics

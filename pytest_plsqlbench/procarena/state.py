@@ -184,11 +184,6 @@ _PG_TABLES = (
     "WHERE n.nspname OPERATOR(pg_catalog.=) ANY (%s::pg_catalog.text[]) AND c.relkind IN ('r', 'p') "
     "AND NOT c.relispartition ORDER BY 1, 2"
 )
-_PG_COLUMNS = (
-    "SELECT a.attname, t.typcategory, t.typname FROM pg_catalog.pg_attribute a "
-    "JOIN pg_catalog.pg_type t ON t.oid = a.atttypid WHERE a.attrelid = %s AND a.attnum > 0 "
-    "AND NOT a.attisdropped ORDER BY a.attnum"
-)
 _PG_FLOATS = {"float4", "float8"}
 #: Where each sequence stands (``pg_sequences`` shows NULL for one the reader may not use: the
 #: same for gold and the answer, who read with the same role).
@@ -221,61 +216,36 @@ def _pg_value(text: Any, category: str, typname: str) -> str | None:
     return str(text)
 
 
+_PG_ALL_COLUMNS = (
+    "SELECT a.attrelid, a.attname, t.typcategory, t.typname FROM pg_catalog.pg_attribute a "
+    "JOIN pg_catalog.pg_type t ON t.oid = a.atttypid WHERE a.attrelid OPERATOR(pg_catalog.=) ANY (%s::pg_catalog.oid[]) "
+    "AND a.attnum > 0 AND NOT a.attisdropped ORDER BY a.attrelid, a.attnum"
+)
+
+
 def pg_snapshot(conn: Any, schemas: Iterable[str], max_rows: int = MAX_ROWS) -> dict[str, TableState]:
     """The state of every table in ``schemas``, read on ``conn`` (the candidate's connection,
-    inside its task transaction) without leaving anything behind."""
+    inside its task transaction) without leaving anything behind.
+
+    Read first in a few round trips (the settings in one, every table's columns in one, no
+    savepoint per table); only when that read meets an error is it read again table by table,
+    each under its own savepoint, so that one unreadable table is that table's state. Both reads
+    give the same state: the second is the first with the error confined to its table."""
     import psycopg
-    from psycopg import sql as pgsql
 
     schemas = list(schemas)
-    out: dict[str, TableState] = {}
     try:
         conn.execute("SAVEPOINT plsql_snapshot")
     except psycopg.Error as exc:
         raise InfrastructureError(f"cannot read the database state: {str(exc).strip()}") from exc
     try:
-        for stmt in _PG_SETTINGS:
-            conn.execute(stmt)
-        tables = conn.execute(_PG_TABLES, (schemas,)).fetchall()
-        if len(tables) > MAX_TABLES:
-            out["<too many tables>"] = table_state("<too many tables>", (), (), f"{len(tables)} tables")
-            tables = tables[:MAX_TABLES]
-        for schema, table, oid in tables:
-            cols = conn.execute(_PG_COLUMNS, (oid,)).fetchall()
-            name = f"{schema}.{table}".lower()
-            names = [c[0] for c in cols]
-            as_text = (pgsql.SQL(", ").join(pgsql.SQL("{}::pg_catalog.text").format(pgsql.Identifier(c)) for c in names)
-                       if names else pgsql.SQL(""))
-            query = pgsql.SQL("SELECT {} FROM {}.{} LIMIT {}").format(
-                as_text, pgsql.Identifier(schema), pgsql.Identifier(table), pgsql.Literal(max_rows + 1),
-            )
-            try:
-                conn.execute("SAVEPOINT plsql_snapshot_table")
-                rows = conn.execute(query).fetchall()
-                problem = None
-                if len(rows) > max_rows:
-                    # Compared in part only: the whole table's rows (as text) are digested on the
-                    # server -- a sum of 64-bit hashes, in constant memory, order-independent -- so
-                    # a difference past the first max_rows rows still shows.
-                    digest = pgsql.SQL(
-                        "SELECT count(*), sum(('x' || left(md5(r), 16))::bit(64)::int8::numeric) FROM "
-                        "(SELECT ROW({})::pg_catalog.text AS r FROM {}.{}) q").format(
-                        as_text, pgsql.Identifier(schema), pgsql.Identifier(table))
-                    count, total = conn.execute(digest).fetchone()
-                    problem = f"more than {max_rows} rows ({count} rows, digest {total})"
-                    rows = []  # the first rows read depend on physical order: the digest decides
-                conn.execute("RELEASE SAVEPOINT plsql_snapshot_table")
-            except psycopg.errors.Error as exc:
-                if conn.closed or conn.broken:
-                    raise
-                conn.execute("ROLLBACK TO SAVEPOINT plsql_snapshot_table")
-                out[name] = table_state(name, names, (), f"unreadable ({str(exc).strip().splitlines()[0]})")
-                continue
-            canon = (tuple(_pg_value(v, c[1], c[2]) for v, c in zip(row, cols)) for row in rows)
-            out[name] = table_state(name, names, canon, problem)
-        for schema, sequence, last in conn.execute(_PG_SEQUENCES, (schemas,)).fetchall():
-            name = sequence_name(schema, sequence)
-            out[name] = table_state(name, SEQUENCE_COLUMNS, [(last,)])
+        try:
+            return _pg_read(conn, schemas, max_rows, guarded=False)
+        except psycopg.errors.Error:
+            if conn.closed or conn.broken:
+                raise
+            conn.execute("ROLLBACK TO SAVEPOINT plsql_snapshot")
+            return _pg_read(conn, schemas, max_rows, guarded=True)
     except psycopg.Error as exc:
         if conn.closed or conn.broken:
             raise InfrastructureError(f"lost the database while reading its state: {exc}") from exc
@@ -284,6 +254,60 @@ def pg_snapshot(conn: Any, schemas: Iterable[str], max_rows: int = MAX_ROWS) -> 
         if not (conn.closed or conn.broken):
             conn.execute("ROLLBACK TO SAVEPOINT plsql_snapshot")
             conn.execute("RELEASE SAVEPOINT plsql_snapshot")
+
+
+def _pg_read(conn: Any, schemas: list[str], max_rows: int, guarded: bool) -> dict[str, TableState]:
+    """One read of the state (see :func:`pg_snapshot`); ``guarded``: each table under a savepoint."""
+    import psycopg
+    from psycopg import sql as pgsql
+
+    out: dict[str, TableState] = {}
+    conn.execute("; ".join(_PG_SETTINGS))
+    tables = conn.execute(_PG_TABLES, (schemas,)).fetchall()
+    if len(tables) > MAX_TABLES:
+        out["<too many tables>"] = table_state("<too many tables>", (), (), f"{len(tables)} tables")
+        tables = tables[:MAX_TABLES]
+    columns: dict[int, list[tuple[str, str, str]]] = {oid: [] for _, _, oid in tables}
+    for oid, *col in conn.execute(_PG_ALL_COLUMNS, ([oid for _, _, oid in tables],)).fetchall():
+        columns[oid].append(tuple(col))
+    for schema, table, oid in tables:
+        cols = columns[oid]
+        name = f"{schema}.{table}".lower()
+        names = [c[0] for c in cols]
+        as_text = (pgsql.SQL(", ").join(pgsql.SQL("{}::pg_catalog.text").format(pgsql.Identifier(c)) for c in names)
+                   if names else pgsql.SQL(""))
+        query = pgsql.SQL("SELECT {} FROM {}.{} LIMIT {}").format(
+            as_text, pgsql.Identifier(schema), pgsql.Identifier(table), pgsql.Literal(max_rows + 1),
+        )
+        try:
+            if guarded:
+                conn.execute("SAVEPOINT plsql_snapshot_table")
+            rows = conn.execute(query).fetchall()
+            problem = None
+            if len(rows) > max_rows:
+                # Compared in part only: the whole table's rows (as text) are digested on the
+                # server -- a sum of 64-bit hashes, in constant memory, order-independent -- so
+                # a difference past the first max_rows rows still shows.
+                digest = pgsql.SQL(
+                    "SELECT count(*), sum(('x' || left(md5(r), 16))::bit(64)::int8::numeric) FROM "
+                    "(SELECT ROW({})::pg_catalog.text AS r FROM {}.{}) q").format(
+                    as_text, pgsql.Identifier(schema), pgsql.Identifier(table))
+                count, total = conn.execute(digest).fetchone()
+                problem = f"more than {max_rows} rows ({count} rows, digest {total})"
+                rows = []  # the first rows read depend on physical order: the digest decides
+            if guarded:
+                conn.execute("RELEASE SAVEPOINT plsql_snapshot_table")
+        except psycopg.errors.Error as exc:
+            if not guarded or conn.closed or conn.broken:
+                raise
+            conn.execute("ROLLBACK TO SAVEPOINT plsql_snapshot_table")
+            out[name] = table_state(name, names, (), f"unreadable ({str(exc).strip().splitlines()[0]})")
+            continue
+        canon = (tuple(_pg_value(v, c[1], c[2]) for v, c in zip(row, cols)) for row in rows)
+        out[name] = table_state(name, names, canon, problem)
+    for schema, sequence, last in conn.execute(_PG_SEQUENCES, (schemas,)).fetchall():
+        name = sequence_name(schema, sequence)
+        out[name] = table_state(name, SEQUENCE_COLUMNS, [(last,)])
     return out
 
 
