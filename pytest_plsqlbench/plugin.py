@@ -382,9 +382,13 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
     new = build_items(config, session, config.stash[TASKS_KEY])
     items.extend(new)
     # Let the terminal reporter count them ("collected N items").
-    for subset in {i.task_node.parent for i in new}:
+    parents: list[tuple[PlsqlItem, pytest.Collector]] = []
+    for i in new:
+        if isinstance(i, PlsqlItem) and i.task_node.parent is not None:
+            parents.append((i, i.task_node.parent))
+    for subset in {parent for _, parent in parents}:
         session.ihook.pytest_collectreport(
-            report=pytest.CollectReport(subset.nodeid, "passed", None, [i for i in new if i.task_node.parent is subset])
+            report=pytest.CollectReport(subset.nodeid, "passed", None, [i for i, parent in parents if parent is subset])
         )
 
 

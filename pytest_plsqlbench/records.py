@@ -10,7 +10,6 @@ facts, the first of a turn its answer, the first of a worker its environment.
 from __future__ import annotations
 
 import copy
-import functools
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
@@ -135,6 +134,11 @@ class ItemRecord:
 _RECORD_FIELDS = tuple(f.name for f in fields(ItemRecord))
 
 
-@functools.cache
+_FIELD_NAMES: dict[type, frozenset[str]] = {}
+
+
 def _field_names(cls: type) -> frozenset[str]:
-    return frozenset(f.name for f in fields(cls))
+    names = _FIELD_NAMES.get(cls)
+    if names is None:
+        names = _FIELD_NAMES[cls] = frozenset(f.name for f in fields(cls))
+    return names

@@ -154,7 +154,7 @@ def terminal_writer(config: pytest.Config) -> Callable[[str], None]:
             return
         with uncaptured(config):
             writer = getattr(terminal, "_tw", None)
-            if writer is not None and getattr(writer, "width_of_current_line", 0):
+            if writer is not None and getattr(writer, "width_of_current_line", None):
                 writer.line()
             terminal.write_line(line)
 

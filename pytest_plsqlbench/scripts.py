@@ -138,7 +138,7 @@ def _fast_tokens(script: str, oracle: bool) -> list[tuple[object, str]]:
     the words at the start of a statement."""
     out: list[tuple[object, str]] = []
     for m in _FAST.finditer(script):
-        kind = m.lastgroup
+        kind = m.lastgroup or "other"
         if kind in ("qd", "tag"):  # inner groups: report the enclosing alternative
             kind = "qquote" if m.group("qquote") is not None else "dollar"
         if kind == "qquote" and not oracle:

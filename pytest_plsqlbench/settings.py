@@ -13,7 +13,7 @@ import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import pytest
 
@@ -246,12 +246,8 @@ def add_options(parser: pytest.Parser) -> None:
             if opt.choices:
                 kwargs["choices"] = opt.choices
         group.addoption("--plsql-" + opt.name, **kwargs)
-        parser.addini(
-            opt.dest,
-            opt.help,
-            type="bool" if opt.flag else ("linelist" if opt.many else "string"),
-            default=None,
-        )
+        kind: Literal["bool", "linelist", "string"] = "bool" if opt.flag else ("linelist" if opt.many else "string")
+        parser.addini(opt.dest, opt.help, type=kind, default=None)
     parser.addini(
         "plsql_model_aliases",
         "Model aliases, one 'alias = litellm/model-string' per line; extends and overrides "

@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from ..errors import UsageError
 from ..tasks import DIALECTS, Task, Turn, UnitTest
@@ -310,6 +310,14 @@ def check_lossy_one(typed: Typed, timeout: float) -> None:
         typed.rejection = ("no-cases", "every case was dropped")
 
 
+class TypedTasks(Protocol):
+    """Typed tasks, iterated once, their number known up front (a list, a :class:`TypedStream`)."""
+
+    def __len__(self) -> int: ...
+
+    def __iter__(self) -> Iterator[Typed]: ...
+
+
 class TypedStream:
     """The typed tasks of an MBPP+ file, each yielded as soon as its canonical solution has run
     on its cases, in file order -- so emitting one task overlaps with computing the next ones'
@@ -564,7 +572,7 @@ def type_source(
 
 
 def emit_all(
-    typed: Sequence[Typed],
+    typed: TypedTasks,
     source: str,
     dialect: str,
     *,
@@ -607,7 +615,7 @@ def _slim(task: Task) -> Task:
 
 
 def emit_streaming(
-    typed: Sequence[Typed] | TypedStream,
+    typed: TypedTasks,
     source: str,
     *,
     subset: str,

@@ -12,7 +12,7 @@ from __future__ import annotations
 import ast
 import json
 import logging
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -32,7 +32,7 @@ PLSQLBENCH_FILE = Path("datasets") / "mbpp" / "mbpp_plsql.jsonl"
 
 # --------------------------------------------------------------------------- reading
 def _records(
-    path: Path, required: dict[str, type | tuple[type, ...]]
+    path: Path, required: Mapping[str, type | tuple[type, ...]]
 ) -> Iterator[tuple[int, dict[str, Any]]]:
     """(line number, record) for a JSON Lines file or a JSON array file, plain or gzipped
     (evalplus publishes ``MbppPlus.jsonl.gz``), with or without a UTF-8 byte order mark."""
@@ -84,7 +84,7 @@ _SOURCE_MARKS = (
 )
 
 
-def _other_source_hint(rec: dict[str, Any], required: dict[str, Any]) -> str:
+def _other_source_hint(rec: dict[str, Any], required: Mapping[str, Any]) -> str:
     wanted = {alt for name in required for alt in name.split("|")}
     for field_name, what in _SOURCE_MARKS:
         if field_name in rec and field_name not in wanted:  # not the source being read

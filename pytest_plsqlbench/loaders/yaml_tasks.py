@@ -190,8 +190,8 @@ def load(manifest: Manifest, settings: Settings) -> list[Task]:
     folder = manifest.directory / str(manifest.options.get("dir", manifest.name))
     if not folder.is_dir():
         raise UsageError(f"{manifest.path}: task folder {folder} does not exist")
-    fixture_dirs = (manifest.directory.parent / "fixtures", manifest.directory / "fixtures", fixtures_dir())
-    fixture_dirs = tuple(dict.fromkeys(d for d in fixture_dirs if d.is_dir()))
+    candidates = (manifest.directory.parent / "fixtures", manifest.directory / "fixtures", fixtures_dir())
+    fixture_dirs = tuple(dict.fromkeys(d for d in candidates if d.is_dir()))
     tasks = [
         load_task_file(p, manifest.name, settings.database.dialect, fixture_dirs, tuple(manifest.dialects))
         for p in sorted(folder.glob("*.yaml"))

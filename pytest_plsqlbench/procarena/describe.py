@@ -70,18 +70,18 @@ def _create(stmt: exp.Create, dialect: str) -> Table | None:
         elif isinstance(item, exp.PrimaryKey):
             table.primary_key.extend(e.name.lower() for e in item.expressions)
         elif isinstance(item, (exp.ForeignKey, exp.Constraint)):
-            fk = item if isinstance(item, exp.ForeignKey) else item.find(exp.ForeignKey)
-            pk = item.find(exp.PrimaryKey) if isinstance(item, exp.Constraint) else None
+            fk: exp.ForeignKey | None = item if isinstance(item, exp.ForeignKey) else item.find(exp.ForeignKey)
+            pk: exp.PrimaryKey | None = item.find(exp.PrimaryKey) if isinstance(item, exp.Constraint) else None
             if pk is not None:
                 table.primary_key.extend(e.name.lower() for e in pk.expressions)
             if fk is not None:
-                ref = fk.args.get("reference")
-                target = ref.find(exp.Table) if ref is not None else None
+                reference: exp.Expression | None = fk.args.get("reference")
+                referenced = reference.find(exp.Table) if reference is not None else None
                 src = ", ".join(e.name.lower() for e in fk.expressions)
                 dst = ""
-                if ref is not None and isinstance(ref.this, exp.Schema):
-                    dst = "(" + ", ".join(e.name.lower() for e in ref.this.expressions) + ")"
-                table.foreign_keys.append(f"{src} -> {_table_name(target) if target else '?'}{dst}")
+                if reference is not None and isinstance(reference.this, exp.Schema):
+                    dst = "(" + ", ".join(e.name.lower() for e in reference.this.expressions) + ")"
+                table.foreign_keys.append(f"{src} -> {_table_name(referenced) if referenced else '?'}{dst}")
     return table
 
 

@@ -309,12 +309,12 @@ def _operators(b: _Builder, toks: list[Tok], idx: list[int], stmts: list[tuple[i
         elif t.kind == "num" and "constant" in ops:
             if parens and parens[-1] in _TYPE_WORDS:
                 continue
-            value = _number(t.text)
-            if value is None:
+            number = _number(t.text)
+            if number is None:
                 continue
-            for repl in (value + 1, value - 1, Decimal(0)):
-                if repl != value:
-                    b.add("constant", t.start, end, _show(repl))
+            for changed in (number + 1, number - 1, Decimal(0)):
+                if changed != number:
+                    b.add("constant", t.start, end, _show(changed))
     if "statement" in ops:
         for first, last, word in stmts:
             if first > last or first in skip:

@@ -73,7 +73,7 @@ def breakdown(tasks: Iterable[Mapping[str, Any]], dim: Dimension) -> list[dict[s
             continue
         for label in labels(task, dim):
             groups.setdefault(label, []).append(task)
-    rows = [
+    rows: list[dict[str, Any]] = [
         {
             "label": label,
             "tasks": len(members),

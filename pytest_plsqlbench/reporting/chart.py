@@ -25,7 +25,7 @@ def _colours(metrics: Sequence[str]) -> dict[str, str]:
     return out
 
 
-def _legend_rows(names: Sequence[str], width: int) -> list[list[tuple[str, int]]]:
+def _legend_rows(names: Sequence[tuple[str, int]], width: int) -> list[list[tuple[str, int]]]:
     """Legend entries ``(metric, x)`` in rows no wider than ``width`` (the chart never grows for its legend)."""
     rows: list[list[tuple[str, int]]] = [[]]
     x = 0

@@ -11,6 +11,7 @@ dashboard that shows pytest's pass rate shows the benchmark's figures beside it.
 
 from __future__ import annotations
 
+import importlib
 import logging
 from collections.abc import Mapping
 from typing import Any
@@ -21,10 +22,8 @@ from ..nodeids import junit_classname
 
 log = logging.getLogger(__name__)
 
-try:  # pytest's own key for its LogXML plugin object; absent means no --junitxml support to adjust.
-    from _pytest.junitxml import xml_key as _XML_KEY
-except ImportError:  # pragma: no cover - pytest moved it
-    _XML_KEY = None
+#: pytest's own key for its LogXML plugin object; None (pytest moved it): no --junitxml support to adjust.
+_XML_KEY: pytest.StashKey[Any] | None = getattr(importlib.import_module("_pytest.junitxml"), "xml_key", None)
 
 
 def testcase_attributes(nodeid: str) -> dict[str, str]:

@@ -380,9 +380,8 @@ def _spider2_mt(
     for cid, recs in conversations.items():
         recs.sort(key=lambda r: r.data["turn_index"])
         indexes = [r.data["turn_index"] for r in recs]
-        count = (
-            recs[0].data.get("turn_count") if isinstance(recs[0].data.get("turn_count"), int) else len(recs)
-        )
+        declared = recs[0].data.get("turn_count")
+        count = declared if isinstance(declared, int) else len(recs)
         if indexes != list(range(1, count + 1)):
             why = f"conversation {cid}: turns {indexes} of {count} in the data; not collected (incomplete)"
             log.warning("subset %s: %s", manifest.name, why)

@@ -172,6 +172,13 @@ class _Parser:
         tok = self.peek()
         return tok is not None and tok.up in words
 
+    def current(self) -> Tok:
+        """The next token, not taken; the block must go on."""
+        tok = self.peek()
+        if tok is None:
+            raise TranslateError("the block ends early")
+        return tok
+
     def take(self) -> Tok:
         tok = self.peek()
         if tok is None:
@@ -219,7 +226,7 @@ class _Parser:
             self.take()
             handlers = self.handlers()
         self.expect("END")
-        if self.peek() is not None and self.peek().value != ";":  # END name;
+        if (tok := self.peek()) is not None and tok.value != ";":  # END name;
             self.take()
         self.expect(";")
         records = sorted(self.records.pop())
@@ -267,11 +274,12 @@ class _Parser:
     def cursor_declaration(self) -> str:
         name = self.take().value
         params = ""
-        if self.peek() is not None and self.peek().value == "(":
+        if (tok := self.peek()) is not None and tok.value == "(":
             self.take()
             raw = self.until({")"})
             self.expect(")")
-            parts, current = [], []
+            parts: list[str] = []
+            current: list[Tok] = []
             for t in raw + [Tok(",", T.Punctuation, False)]:
                 if t.value == ",":
                     if len(current) < 2:
@@ -341,11 +349,11 @@ class _Parser:
 
     def statement(self) -> list[str]:
         label = None
-        if self.peek().value == "<<":
+        if self.current().value == "<<":
             self.take()
             label = self.take().value
             self.expect(">>")
-        head = self.peek().up
+        head = self.current().up
         if head in ("DECLARE", "BEGIN"):
             return self.block(label)
         if head == "IF":
@@ -394,7 +402,7 @@ class _Parser:
             head = self.for_head(var, source, reverse)
         body = self.statements({"END LOOP"})
         self.expect("END LOOP")
-        if self.peek() is not None and self.peek().value != ";":
+        if (tok := self.peek()) is not None and tok.value != ";":
             self.take()  # END LOOP label;
         self.expect(";")
         return prefix + [head] + _indent(body) + [f"END LOOP{' ' + label if label else ''};"]
@@ -461,10 +469,10 @@ class _Parser:
         if call.startswith("DBMS_OUTPUT."):
             return self.dbms_output(toks)
         if head == "RAISE_APPLICATION_ERROR":
-            args = _args(toks[1:])
-            if len(args) < 2:
+            raised = _args(toks[1:])
+            if len(raised) < 2:
                 raise TranslateError("RAISE_APPLICATION_ERROR without a message")
-            return f"RAISE EXCEPTION USING MESSAGE = {args[1]}, ERRCODE = 'P0001';"
+            return f"RAISE EXCEPTION USING MESSAGE = {raised[1]}, ERRCODE = 'P0001';"
         for j, t in enumerate(toks):
             if t.value == ":=":
                 return f"{_expr(toks[:j])} := {_expr(toks[j + 1 :])};"
@@ -537,8 +545,9 @@ def translate_block(block: str) -> str:
     if not parser.at("DECLARE", "BEGIN"):
         raise TranslateError("not an anonymous block")
     body = parser.block()
-    if parser.peek() is not None:
-        raise TranslateError(f"text after the block: {parser.peek().value!r}")
+    rest = parser.peek()
+    if rest is not None:
+        raise TranslateError(f"text after the block: {rest.value!r}")
     if parser.uses_buffer:
         if body[0] == "DECLARE":
             body.insert(1, f"  {BUFFER} text := '';")

@@ -212,7 +212,7 @@ class Catalog:
             self.dml_sources.setdefault(str(name).upper(), set()).add(source or "?")
             self._add_inserts(statements, f"{path} table {name}", info.get("total_rows"), source)
             summary = info.get("execution_summary") if hasattr(info, "get") else None
-            failed = summary.get("failed_statements") if hasattr(summary, "get") else None
+            failed = summary.get("failed_statements") if summary is not None and hasattr(summary, "get") else None
             for stmt in statements[:1]:
                 m = _INSERT_HEAD.match(stmt)
                 if m is not None and isinstance(failed, int):
@@ -394,7 +394,9 @@ class Catalog:
 
     def _build_postgres(self, owner: str) -> tuple[str, int, int, list[str]]:
         problems: list[str] = []
-        creates, alters, inserts = [], [], []
+        creates: list[str] = []
+        alters: list[str] = []
+        inserts: list[str] = []
         created: set[str] = set()
         known = frozenset(self.tables)
         for table in self.owner_tables(owner):

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import logging
 import re
+from typing import cast
 
 import sqlglot
 from sqlglot import exp
@@ -56,7 +57,7 @@ def _parse(sql: str) -> exp.Expression:
         raise TranspileError(f"sqlglot cannot parse it as Oracle SQL: {_first(exc)}") from None
     if len(statements) != 1:
         raise TranspileError(f"expected one statement, found {len(statements)}")
-    return statements[0]
+    return cast(exp.Expression, statements[0])  # sqlglot >= 30 types parse() as its Expr base
 
 
 def _first(exc: BaseException) -> str:
@@ -129,11 +130,11 @@ def _rownum_limit(cond: exp.Expression) -> int | None:
     left, right = cond.args.get("this"), cond.args.get("expression")
     if left is None or right is None:
         return None
-    flipped = {exp.GTE: exp.LTE, exp.GT: exp.LT, exp.EQ: exp.EQ}
-    kind = type(cond)
+    flipped: dict[type[exp.Expression], type[exp.Expression]] = {exp.GTE: exp.LTE, exp.GT: exp.LT, exp.EQ: exp.EQ}
+    kind: type[exp.Expression] | None = type(cond)
     if _is_rownum(right) and not _is_rownum(left):
         left, right = right, left
-        kind = flipped.get(kind, None)  # type: ignore[arg-type]
+        kind = flipped.get(type(cond))
     if not _is_rownum(left) or not isinstance(right, exp.Literal) or right.is_string:
         return None
     try:
@@ -155,7 +156,7 @@ def _rownum(tree: exp.Expression) -> exp.Expression:
         if where is None or not any(_is_rownum(c) for c in where.find_all(exp.Column)):
             continue
         conjuncts = list(where.this.flatten()) if isinstance(where.this, exp.And) else [where.this]
-        limits = [(c, _rownum_limit(c)) for c in conjuncts]
+        limits = [(c, _rownum_limit(cast(exp.Expression, c))) for c in conjuncts]
         found = [(c, n) for c, n in limits if n is not None]
         if not found:
             continue
@@ -255,7 +256,7 @@ def ddl_to_postgres(
         raise TranspileError("not a CREATE TABLE statement")
     schema = tree.this
     table = schema.this if isinstance(schema, exp.Schema) else schema
-    keys: list[str] = []
+    keys: list[exp.Expression] = []
     if isinstance(schema, exp.Schema):
         for item in list(schema.expressions):
             fk = item.find(exp.ForeignKey) if isinstance(item, exp.Constraint) else None

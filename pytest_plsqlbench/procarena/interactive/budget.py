@@ -65,7 +65,8 @@ def parse_rule(text: str | None) -> BudgetRule:
         numbers = []
     if len(numbers) != 3 or any(n < 0 for n in numbers):
         raise UsageError(f"--plsql-budget: 'paper', 'records' or BASE,PER_ENTRY,PATIENCE (three numbers >= 0), not {text!r}")
-    return BudgetRule(*numbers, name=text)
+    base, per_entry, patience = numbers
+    return BudgetRule(base, per_entry, patience, name=text)
 
 
 def parse_prices(text: str | None) -> dict[str, float]:

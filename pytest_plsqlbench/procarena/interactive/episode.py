@@ -23,7 +23,7 @@ import json
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, TypeGuard
 
 from ...answers import Answer
 from ...episode import Ask
@@ -400,7 +400,7 @@ class InteractiveEpisode(Rollout):
         self.record.timeline.append(entry)
 
 
-def _servable(found: Mapping[str, Any] | None) -> bool:
+def _servable(found: Mapping[str, Any] | None) -> TypeGuard[Mapping[str, Any]]:
     """A cached episode a run may use: one that ended in ``error`` (written by older versions) is
     a provider failure, never served: played again."""
     return found is not None and found.get("ended") != "error"

@@ -176,7 +176,7 @@ def actions_by_step_svg(by_step: Mapping[str, Mapping[str, int]], width: int = 6
     bar = plot_w / len(steps)
     shapes = []
     for i, (step, counts) in enumerate(steps):
-        y = top + plot_h
+        y: float = top + plot_h
         for b, colour in zip(BUCKETS, _COLOURS):
             n = int(counts.get(b, 0))
             if not n:
