@@ -17,6 +17,7 @@ DDL commits: the clean state is restored after every run (:mod:`.oracle_restore`
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import logging
 import weakref
@@ -168,8 +169,10 @@ class PostgresAccess(Access):
                               (self.schema,)).fetchall()
         out = []
         for schema, name in found:
-            last, called = admin.execute(pgsql.SQL("SELECT last_value, is_called FROM {}.{}").format(
+            row = admin.execute(pgsql.SQL("SELECT last_value, is_called FROM {}.{}").format(
                 pgsql.Identifier(schema), pgsql.Identifier(name))).fetchone()
+            assert row is not None  # one row, always
+            last, called = row
             out.append((schema, name, last, called))
         return tuple(out)
 
@@ -217,6 +220,9 @@ class PostgresAccess(Access):
 
 
 class OracleAccess(Access):
+    #: The task's hold on its schema (:meth:`hold`), until :meth:`release`.
+    _held: contextlib.ExitStack[bool | None] | None = None
+
     def prepare(self) -> None:
         from .oracle_restore import Restorer
 
@@ -245,14 +251,12 @@ class OracleAccess(Access):
         return st.ora_snapshot(session.connection, [self.schema, self.backend.candidate_schema])
 
     def hold(self) -> None:
-        import contextlib
-
-        if getattr(self, "_held", None) is None:
+        if self._held is None:
             self._held = contextlib.ExitStack()
             self._held.enter_context(self.restorer.exclusive(self.backend))
 
     def release(self) -> None:
-        held, self._held = getattr(self, "_held", None), None
+        held, self._held = self._held, None
         try:
             self._synonyms(create=False)
         finally:
