@@ -188,39 +188,36 @@ class Session(abc.ABC):
     # (ProcArena's search path and synonyms, B2's session settings, state snapshots). A dialect
     # that runs no such family may leave them unimplemented.
     def harness_sql(self, text: str, params: Params = ()) -> list[tuple[Any, ...]]:
-        """A statement of the harness (not the answer) in this session and its task scope: its rows
-        (errors are InfrastructureError); a judge's setup must not go through ``run``'s classification."""
+        """A judge's own statement (not the answer's) in this session and scope: rows; errors InfrastructureError."""
         raise NotImplementedError(f"{type(self).__name__} runs no harness statements")
 
     def pin_setting(self, statement: str) -> None:
-        """Run ``statement`` (a setting) now and again after every reset of pinned settings until
-        :meth:`end_task`: a judge's setting must outlive the session's own resets within a task."""
+        """A judge's setting (a search path): run now and after each reset of pinned settings until end_task."""
         raise NotImplementedError(f"{type(self).__name__} cannot pin a setting")
 
     def reconnect(self) -> None:
-        """A fresh connection for the same role: a measurement must not inherit session state."""
+        """A fresh connection for the same role: a measured run must not inherit session state."""
         raise NotImplementedError(f"{type(self).__name__} cannot reconnect")
 
     @property
     def server_session_id(self) -> int:
-        """The server's id of this session: to read its statistics from another connection."""
+        """The server's id of this session: to read its statistics from the admin's connection."""
         raise NotImplementedError(f"{type(self).__name__} has no server session id")
 
     @property
     def connection(self) -> Any:
-        """The DB-API connection, for a family's per-dialect adapter that reads state in bulk
-        (snapshots); core never uses it."""
+        """The DB-API connection, for a family's per-dialect adapter reading state in bulk; never core's."""
         raise NotImplementedError(f"{type(self).__name__} exposes no connection")
 
 
 class Backend(abc.ABC):
     """A database for one worker.
 
-    Besides the abstract lifecycle, a backend offers its session the call-backs below; each has a
-    harmless default or raises ``NotImplementedError``, so a dialect implements those its own
-    session uses (Oracle: ``serial_of``, ``kill_session``, ``rebuild_candidate``,
-    ``baseline_snapshot``; PostgreSQL: ``reset_scratch``, plus its ``candidate_dsn`` and
-    ``limit_reset`` attributes).
+    Besides the abstract lifecycle, a backend offers a family's judges the harness members below
+    (``admin_sql`` ...), and its session the call-backs after them; each has a harmless default or
+    raises ``NotImplementedError``, so a dialect implements those its families and its own session
+    use (Oracle: ``serial_of``, ``kill_session``, ``rebuild_candidate``, ``baseline_snapshot``;
+    PostgreSQL: ``reset_scratch``, plus its ``candidate_dsn`` and ``limit_reset`` attributes).
     """
 
     dialect: str = ""
@@ -279,7 +276,7 @@ class Backend(abc.ABC):
 
     @property
     def loaded_fixtures(self) -> Sequence[str]:
-        """Keys of the fixtures loaded so far, in order: a family's once-per-content step keys on them."""
+        """Keys of the fixtures loaded so far, in order: a once-per-content step (shadows) keys on them."""
         return [f.key for f in self._loaded]
 
     def allow_writes(self, schemas: Sequence[str]) -> None:
@@ -310,18 +307,16 @@ class Backend(abc.ABC):
         raise NotImplementedError(f"{type(self).__name__} names no candidate role")
 
     def admin_sql(self, text: str, params: Params = (), *, ignore: Iterable[str] = ()) -> list[tuple[Any, ...]]:
-        """One statement as the harness's owner role, never in the candidate's session: its rows.
-        Error codes in ``ignore`` give []; other errors raise InfrastructureError."""
+        """A judge's statement as the owner, never in the candidate's session: rows; codes in ``ignore`` give []."""
         raise NotImplementedError(f"{type(self).__name__} runs no admin statements")
 
     def admin_commit(self) -> None:
-        """Commit the owner connection's work (a restore that must outlast the candidate's scope)."""
+        """Commit the owner connection's work: a restore must outlast the candidate's scope."""
         raise NotImplementedError(f"{type(self).__name__} runs no admin statements")
 
     @contextlib.contextmanager
     def shared_once(self, key: str) -> Iterator[SharedStep]:
-        """Serialise the step ``key`` across workers sharing this database for the block's duration,
-        saying whether it is done already. Default (no shared database): never done, locks nothing."""
+        """Serialise step ``key`` across workers sharing the database; default: never done, locks nothing."""
         yield SharedStep()
 
     # ----------------------------------------------------------------- session call-backs
