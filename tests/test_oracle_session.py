@@ -519,6 +519,9 @@ class AdminCursor(Cursor):
         if up.startswith("SELECT STATUS FROM PLSQLBENCH_FIXTURES"):
             row = server.registry.get(values[0])
             return self._result([(row["status"],)] if row else [], [DB.DB_TYPE_VARCHAR])
+        if up.startswith("UPDATE PLSQLBENCH_FIXTURES SET STATUS = 'LOADED' WHERE"):  # shared_once's mark_done
+            server.registry[values[0]]["status"] = "loaded"
+            return None
         if up.startswith("UPDATE PLSQLBENCH_FIXTURES SET STATUS = 'LOADED'"):
             server.registry[values[1]].update(status="loaded", owners=values[0])
             return None
@@ -658,3 +661,41 @@ def test_baseline_is_kept_across_tasks_and_retaken_after_a_new_fixture(server: F
     backend.ensure_fixtures([shop, Fixture("yaml:more:oracle", "CREATE TABLE more.t (a NUMBER);\n", "more")])
     assert backend._baseline is None
     backend.stop()
+
+
+def test_harness_members_of_the_backend(server: FakeServer) -> None:
+    """The public members ProcArena uses (docs/redesign.md section 3.2) on the real backend: a
+    step marked done by one worker is done for the next; admin SQL ignores the codes it is told to."""
+    from pytest_plsqlbench.errors import InfrastructureError
+
+    settings = Settings.of(subsets=(), dialect="oracle", db="dsn", dsn="admin/pw@db/svc")
+    first, second = oracle.OracleBackend(settings, "gw0"), oracle.OracleBackend(settings, "gw1")
+    first.start()
+    second.start()
+    with first.shared_once("procarena-shadow:X:1") as step:
+        assert not step.done
+        step.mark_done()
+    with second.shared_once("procarena-shadow:X:1") as step:
+        assert step.done
+    assert server.registry["procarena-shadow:X:1"]["status"] == "loaded"
+    assert first.candidate_schema == first.candidate_role == first.candidate != second.candidate
+    assert first.loaded_fixtures == []
+    insert = "INSERT INTO PLSQLBENCH_FIXTURES (fixture_key) VALUES (:k)"
+    assert first.admin_sql(insert, ["procarena-shadow:X:1"], ignore=["ORA-00001"]) == []
+    with pytest.raises(InfrastructureError, match="ORA-00001"):
+        first.admin_sql(insert, ["procarena-shadow:X:1"])
+    first.admin_commit()
+    second.stop()
+    first.stop()
+
+
+def test_harness_members_of_the_session(db: FakeDb) -> None:
+    """The session's public members (docs/redesign.md section 3.3): harness SQL, the server's
+    session id, a fresh connection, the DB-API connection."""
+    s = make_session(db)
+    assert s.server_session_id == 57 and s.connection is s.conn
+    assert s.harness_sql("SELECT 5 FROM dual") == [(5,)]
+    s.pin_setting("ALTER SESSION SET NLS_DATE_FORMAT = 'YYYY-MM-DD'")
+    before, conn = db.connects, s.connection
+    s.reconnect()
+    assert db.connects == before + 1 and s.connection is not conn

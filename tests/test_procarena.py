@@ -561,3 +561,33 @@ def test_runner_calls_judge_finish_after_the_scope(backend: object) -> None:
                 turns=(Turn(1, "p", (UnitTest("a", "counted", "SELECT 1"), UnitTest("b", "counted", "SELECT 2"))),))
     report = evaluate_task(backend, task, ["SELECT 1;"], judges=JudgeRegistry([*DEFAULT.values(), Counted()]))  # type: ignore[arg-type]
     assert report.passed and calls == ["t"]
+
+
+def test_postgres_harness_members(backend: object) -> None:
+    """The public members ProcArena uses (docs/redesign.md sections 3.2, 3.3) on PostgreSQL: admin
+    SQL (a % is no placeholder without parameters; ignored SQLSTATEs give no rows), the candidate's
+    schema and role, and the session's harness SQL, pinned setting, server id and reconnect."""
+    from pytest_plsqlbench.dialects.postgres import PostgresBackend
+    from pytest_plsqlbench.errors import InfrastructureError
+
+    assert isinstance(backend, PostgresBackend)
+    assert backend.candidate_schema == "answers" and backend.candidate_role == backend.role
+    assert backend.admin_sql("SELECT 1 WHERE 'a' LIKE '%'") == [(1,)]
+    assert backend.admin_sql("SELECT %s::int", [2]) == [(2,)]
+    assert backend.admin_sql("SELECT 1 / 0", ignore=["22012"]) == []
+    with pytest.raises(InfrastructureError, match="division by zero"):
+        backend.admin_sql("SELECT 1 / 0")
+    backend.admin_commit()
+    session = backend.session()
+    session.begin_task()
+    try:
+        assert session.server_session_id == session.connection.info.backend_pid
+        assert session.harness_sql("SELECT current_user") == [(backend.candidate_role,)]
+        session.pin_setting("SET LOCAL extra_float_digits = 3")
+        assert session.run("SELECT 1;", isolated=False, phase="install").ok  # a kept script resets pinned settings
+        assert session.harness_sql("SHOW extra_float_digits") == [("3",)]
+    finally:
+        session.end_task()
+    pid = session.server_session_id
+    session.reconnect()
+    assert session.server_session_id != pid

@@ -21,11 +21,14 @@ import pytest
 
 from pytest_plsqlbench import outcomes
 from pytest_plsqlbench.dialects.base import DbError, Execution
+from pytest_plsqlbench.dialects.oracle import OracleBackend, OracleSession
+from pytest_plsqlbench.dialects.postgres import PostgresBackend
 from pytest_plsqlbench.errors import InfrastructureError
 from pytest_plsqlbench.procarena import oracle_restore as orr
 from pytest_plsqlbench.procarena import state as st
 from pytest_plsqlbench.procarena.perf import timing
 from pytest_plsqlbench.procarena.perf.oracle import OraBench
+from pytest_plsqlbench.settings import Settings
 
 REPO = Path(__file__).resolve().parent.parent
 OWNER = "WAREHOUSE"
@@ -37,8 +40,9 @@ RESTORE_CLEAN = orr.restore_statements(OWNER, ["LOCATIONS", "ITEMS"])
 
 
 # --------------------------------------------------------------------------- stand-ins
-class FakeSession:
-    """The candidate session: runs scripts by name, keeps session statistics, logs to ``events``."""
+class FakeSession(OracleSession):
+    """The candidate session: runs scripts by name, keeps session statistics, logs to ``events``
+    (an OracleSession whose driver-facing members are stand-ins; its public ones are real)."""
 
     def __init__(self, events: list[str], mystat: bool) -> None:
         self.events = events
@@ -69,7 +73,7 @@ class FakeSession:
         self.events.append(f"session {text}")
         return []
 
-    def run(self, script: str, *, isolated: bool, phase: str) -> Execution:
+    def run(self, script: str, *, isolated: bool, phase: str) -> Execution:  # type: ignore[override]
         if phase == "install":
             self.events.append(f"install {script}")
             if script == "boom":
@@ -96,11 +100,10 @@ class FakeSession:
         return Execution()
 
 
-class FakeBackend:
-    """What OraBench uses of OracleBackend: admin SQL (catalog answers canned), the registry lock,
-    the candidate session. Every statement goes to ``events``."""
-
-    dialect = "oracle"
+class FakeBackend(OracleBackend):
+    """An OracleBackend whose driver-facing private members are stand-ins: admin SQL (catalog
+    answers canned), the registry lock, the candidate session; OraBench runs through its real
+    public members. Every statement goes to ``events``."""
 
     def __init__(self, mystat: bool = True, sesstat: bool = True, fail_insert: bool = False,
                  fail_drop: bool = False) -> None:
@@ -114,7 +117,6 @@ class FakeBackend:
         self.admin = SimpleNamespace(commit=lambda: self.events.append("COMMIT"), cursor=self._cursor)
         self._loaded = [SimpleNamespace(key="procarena:warehouse:oracle:abc")]
         self.registry: dict[str, str] = {}
-        self.judge_cache: dict = {}
         self.rows: list[tuple[str, list]] = []
 
     def session(self) -> FakeSession:
@@ -139,7 +141,7 @@ class FakeBackend:
 
         yield Cur()
 
-    def _admin_sql(self, text: str, params: Any = (), ignore: tuple = ()) -> list:
+    def _admin_sql(self, text: str, params: Any = (), ignore: Any = ()) -> list:
         if text == orr.TABLES_SQL:
             return [("ITEMS",), ("LOCATIONS",)]
         if text == orr.FK_SQL:
@@ -422,12 +424,12 @@ def test_validate_times_gold_and_the_degraded_input_on_oracle() -> None:
 def test_bench_for_picks_the_dialects_bench() -> None:
     b2 = SimpleNamespace(scale_rows=7, scale={"warehouse.items": 9})
     spec = SimpleNamespace(schema="warehouse", calls=CALLS, b2=b2)
-    ora = timing.bench_for(SimpleNamespace(dialect="oracle"), spec, hold=True)
+    ora = timing.bench_for(FakeBackend(), spec, hold=True)
     assert isinstance(ora, OraBench) and ora.hold and ora.owner == OWNER and ora.scale == {"warehouse.items": 9}
-    pg = timing.bench_for(SimpleNamespace(dialect="postgres"), spec)
+    pg = timing.bench_for(PostgresBackend(Settings.of(subsets=(), dialect="postgres")), spec)  # not started
     assert isinstance(pg, timing.PgBench) and pg.scale_rows == 7
     with pytest.raises(timing.NotMeasured, match="sqlite"):
-        timing.bench_for(SimpleNamespace(dialect="sqlite"), spec)
+        timing.bench_for(SimpleNamespace(dialect="sqlite"), spec)  # type: ignore[arg-type]
 
 
 def test_scaled_copies_never_collide_with_clean_shadows_and_stay_hidden() -> None:

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from pytest_plsqlbench.dialects.oracle import OracleBackend, OracleSession
 from pytest_plsqlbench.errors import InfrastructureError
 from pytest_plsqlbench.procarena import oracle_restore as orr
 from pytest_plsqlbench.procarena import state as st
@@ -174,17 +175,15 @@ def test_oracle_gold_passes_mutants_fail_and_state_is_restored() -> None:
 
 
 # --------------------------------------------------------------------------- the judge's Oracle access
-class FakeBackend:
-    """What OracleAccess uses of OracleBackend: grants, admin SQL, the registry lock, the session."""
-
-    dialect = "oracle"
+class FakeBackend(OracleBackend):
+    """An OracleBackend whose driver-facing private members are stand-ins (grants, admin SQL, the
+    registry lock, the session): OracleAccess runs through its real public members."""
 
     def __init__(self) -> None:
         from types import SimpleNamespace
 
-        self.admin_sql = FakeAdmin()
-        self.admin = SimpleNamespace(commit=self.admin_sql.commit)
-        self.judge_cache: dict = {}
+        self.db = FakeAdmin()
+        self.admin = SimpleNamespace(commit=self.db.commit)
         self.grants: list = []
         self.locks: list[str] = []
         self.registry: dict[str, str] = {}
@@ -195,8 +194,8 @@ class FakeBackend:
     def allow_writes(self, schemas: list) -> None:
         self.grants.append(list(schemas))
 
-    def _admin_sql(self, text: str, params: list) -> list:
-        return self.admin_sql.sql(text, params)
+    def _admin_sql(self, text: str, params: list, ignore: object = ()) -> list:  # type: ignore[override]
+        return self.db.sql(text, params)
 
     @__import__("contextlib").contextmanager
     def _database_lock(self, key: str):  # noqa: ANN202
@@ -211,8 +210,11 @@ class FakeBackend:
     def session(self):  # noqa: ANN201
         backend = self
 
-        class S:
+        class S(OracleSession):
             conn = FakeConn()
+
+            def __init__(self) -> None:
+                pass
 
             def _sql(self, text: str, params: object = ()) -> list:
                 backend.session_sql.append(text)
@@ -240,13 +242,13 @@ def test_oracle_access_grants_shadows_once_and_holds_the_schema_per_task() -> No
         access.restore()
         access.release()
     assert backend.grants == [["warehouse"]]
-    creates = [s for s in backend.admin_sql.log if s.startswith("CREATE TABLE")]
+    creates = [s for s in backend.db.log if s.startswith("CREATE TABLE")]
     assert len(creates) == 3, "shadows are made once per fixture content, not per task"
     shadow_key = next(k for k in backend.registry if k.startswith("procarena-shadow:WAREHOUSE:"))
     run_key = "procarena-run:WAREHOUSE"
     assert backend.locks == [f"acquire {shadow_key}", f"release {shadow_key}",
                              f"acquire {run_key}", f"release {run_key}", f"acquire {run_key}", f"release {run_key}"]
-    deletes = [s for s in backend.admin_sql.log if s.startswith("DELETE")]
+    deletes = [s for s in backend.db.log if s.startswith("DELETE")]
     assert deletes[:3] == ['DELETE FROM "WAREHOUSE"."MOVES"', 'DELETE FROM "WAREHOUSE"."ITEMS"',
                            'DELETE FROM "WAREHOUSE"."SUPPLIERS"'] and len(deletes) == 6
 

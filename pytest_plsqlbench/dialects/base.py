@@ -9,9 +9,10 @@ and runs tests inside the isolation scope the session guarantees.
 from __future__ import annotations
 
 import abc
+import contextlib
 import logging
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -24,6 +25,8 @@ if TYPE_CHECKING:
     from ..settings import Settings
 
 Phase = Literal["install", "test", "reference"]
+#: Bind parameters of a harness statement: positional, or by name.
+Params = Sequence[Any] | Mapping[str, Any]
 
 
 @dataclass(frozen=True)
@@ -116,6 +119,22 @@ class OutputCapture:
             self.truncated = True
 
 
+class SharedStep:
+    """One step workers sharing a database do once (shadow tables, a fixture load), held by
+    :meth:`Backend.shared_once` for the duration of its block."""
+
+    def __init__(self, done: bool = False, mark: Callable[[], None] | None = None) -> None:
+        #: Another worker (or an earlier run) already did it.
+        self.done = done
+        self._mark = mark
+
+    def mark_done(self) -> None:
+        """Record the step as done for every worker sharing the database."""
+        if self._mark is not None:
+            self._mark()
+        self.done = True
+
+
 class Session(abc.ABC):
     """The candidate's connection.
 
@@ -164,15 +183,41 @@ class Session(abc.ABC):
         """
         return None
 
+    # ----------------------------------------------------------------- harness statements
+    # What a family's judges run on the candidate's connection besides the answer's scripts
+    # (ProcArena's search path and synonyms, B2's session settings, state snapshots). A dialect
+    # that runs no such family may leave them unimplemented.
+    def harness_sql(self, text: str, params: Params = ()) -> list[tuple[Any, ...]]:
+        """A judge's own statement (not the answer's) in this session and scope: rows; errors InfrastructureError."""
+        raise NotImplementedError(f"{type(self).__name__} runs no harness statements")
+
+    def pin_setting(self, statement: str) -> None:
+        """A judge's setting (a search path): run now and after each reset of pinned settings until end_task."""
+        raise NotImplementedError(f"{type(self).__name__} cannot pin a setting")
+
+    def reconnect(self) -> None:
+        """A fresh connection for the same role: a measured run must not inherit session state."""
+        raise NotImplementedError(f"{type(self).__name__} cannot reconnect")
+
+    @property
+    def server_session_id(self) -> int:
+        """The server's id of this session: to read its statistics from the admin's connection."""
+        raise NotImplementedError(f"{type(self).__name__} has no server session id")
+
+    @property
+    def connection(self) -> Any:
+        """The DB-API connection, for a family's per-dialect adapter reading state in bulk; never core's."""
+        raise NotImplementedError(f"{type(self).__name__} exposes no connection")
+
 
 class Backend(abc.ABC):
     """A database for one worker.
 
-    Besides the abstract lifecycle, a backend offers its session the call-backs below; each has a
-    harmless default or raises ``NotImplementedError``, so a dialect implements those its own
-    session uses (Oracle: ``serial_of``, ``kill_session``, ``rebuild_candidate``,
-    ``baseline_snapshot``; PostgreSQL: ``reset_scratch``, plus its ``candidate_dsn`` and
-    ``limit_reset`` attributes).
+    Besides the abstract lifecycle, a backend offers a family's judges the harness members below
+    (``admin_sql`` ...), and its session the call-backs after them; each has a harmless default or
+    raises ``NotImplementedError``, so a dialect implements those its families and its own session
+    use (Oracle: ``serial_of``, ``kill_session``, ``rebuild_candidate``, ``baseline_snapshot``;
+    PostgreSQL: ``reset_scratch``, plus its ``candidate_dsn`` and ``limit_reset`` attributes).
     """
 
     dialect: str = ""
@@ -229,6 +274,11 @@ class Backend(abc.ABC):
     def _load(self, fixture: Fixture) -> None:
         """Load one fixture into this worker's database (called once per fixture key)."""
 
+    @property
+    def loaded_fixtures(self) -> Sequence[str]:
+        """Keys of the fixtures loaded so far, in order: a once-per-content step (shadows) keys on them."""
+        return [f.key for f in self._loaded]
+
     def allow_writes(self, schemas: Sequence[str]) -> None:
         """Let the candidate change rows of these fixture schemas' tables (ProcArena procedures
         write). The caller undoes the writes: rollback (PostgreSQL) or a restore (Oracle)."""
@@ -241,6 +291,33 @@ class Backend(abc.ABC):
     @abc.abstractmethod
     def recover(self) -> None:
         """After an infrastructure error: bring the database and the session back, or raise."""
+
+    # ----------------------------------------------------------------- harness members
+    # What a family's judges need beyond the lifecycle (ProcArena: shadow tables, restores, B2's
+    # scaling); each raises NotImplementedError but ``shared_once``, whose default fits a backend
+    # whose workers never share a database.
+    @property
+    def candidate_schema(self) -> str:
+        """Where the answer's objects live: a judge tells them from the task's own tables."""
+        raise NotImplementedError(f"{type(self).__name__} names no candidate schema")
+
+    @property
+    def candidate_role(self) -> str:
+        """The unprivileged role the answer runs as: what a judge grants its helpers to."""
+        raise NotImplementedError(f"{type(self).__name__} names no candidate role")
+
+    def admin_sql(self, text: str, params: Params = (), *, ignore: Iterable[str] = ()) -> list[tuple[Any, ...]]:
+        """A judge's statement as the owner, never in the candidate's session: rows; codes in ``ignore`` give []."""
+        raise NotImplementedError(f"{type(self).__name__} runs no admin statements")
+
+    def admin_commit(self) -> None:
+        """Commit the owner connection's work: a restore must outlast the candidate's scope."""
+        raise NotImplementedError(f"{type(self).__name__} runs no admin statements")
+
+    @contextlib.contextmanager
+    def shared_once(self, key: str) -> Iterator[SharedStep]:
+        """Serialise step ``key`` across workers sharing the database; default: never done, locks nothing."""
+        yield SharedStep()
 
     # ----------------------------------------------------------------- session call-backs
     def serial_of(self, sid: int) -> int:

@@ -36,7 +36,7 @@ import secrets
 import select
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import psycopg
@@ -545,6 +545,36 @@ class PostgresSession(Session):
             except Exception:  # noqa: BLE001
                 pass
             self.conn = None
+
+    # ----------------------------------------------------------------- harness members
+    def harness_sql(self, text: str, params: Sequence[Any] | Mapping[str, Any] = ()) -> list[tuple[Any, ...]]:
+        if self.conn is None or self.conn.closed:
+            raise InfrastructureError("the candidate connection is closed")
+        try:
+            cur = self.conn.execute(text, params or None)  # no parameters: a % is no placeholder
+            return cur.fetchall() if cur.description else []
+        except (psycopg.Error, UnicodeError) as exc:
+            raise self._harness_failure(exc) from exc
+
+    def pin_setting(self, statement: str) -> None:
+        """A ``SET LOCAL``, applied again after each kept script's reset of the pinned settings
+        (``_after_script``) until the task ends."""
+        assert self.conn is not None
+        self.task_setting = statement
+        self.conn.execute(statement)
+
+    def reconnect(self) -> None:
+        self.connect()
+
+    @property
+    def server_session_id(self) -> int:
+        if self.backend_pid is None:
+            raise InfrastructureError("the candidate session is not connected")
+        return self.backend_pid
+
+    @property
+    def connection(self) -> Any:
+        return self.conn
 
     def stop_watchdog(self) -> None:
         self._watchdog.stop()
@@ -1462,6 +1492,33 @@ class PostgresBackend(Backend):
             (SCRATCH, SCRATCH, SCRATCH),
         ).fetchall()
         return sorted(r[0] for r in rows)
+
+    # ----------------------------------------------------------------- harness members
+    @property
+    def candidate_schema(self) -> str:
+        return SCRATCH
+
+    @property
+    def candidate_role(self) -> str:
+        return self.role
+
+    def admin_sql(
+        self, text: str, params: Sequence[Any] | Mapping[str, Any] = (), *, ignore: Iterable[str] = ()
+    ) -> list[tuple[Any, ...]]:
+        """``ignore``: SQLSTATEs that give no rows."""
+        if self.admin is None:
+            raise InfrastructureError("the admin connection is closed")
+        try:
+            cur = self.admin.execute(text, params or None)  # no parameters: a % is no placeholder
+            return cur.fetchall() if cur.description else []
+        except psycopg.Error as exc:
+            if exc.sqlstate is not None and exc.sqlstate in set(ignore):
+                return []
+            raise InfrastructureError(f"{_one_line(exc)} (while running: {text[:80]})") from exc
+
+    def admin_commit(self) -> None:
+        if self.admin is not None:
+            self.admin.commit()
 
     # ----------------------------------------------------------------- sessions
     def session(self) -> PostgresSession:

@@ -17,6 +17,7 @@ DDL commits: the clean state is restored after every run (:mod:`.oracle_restore`
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import logging
 import weakref
@@ -25,6 +26,7 @@ from typing import Any
 
 from .. import outcomes
 from ..dialects.base import Backend, DbError, Execution
+from ..dialects.postgres import PostgresBackend
 from ..judges import Judge, JudgeContext
 from ..outcomes import TestOutcome
 from ..tasks import Task, UnitTest
@@ -116,9 +118,7 @@ class Access:
 
     def scratch_prefix(self) -> str:
         """State keys of tables in the candidate's own schema (``answers.``)."""
-        if self.backend.dialect == "postgres":
-            return SCRATCH_PG + "."
-        return str(getattr(self.backend, "candidate", "")).lower() + "."
+        return self.backend.candidate_schema.lower() + "."
 
     def hold(self) -> None:
         """Keep the task's tables to this worker for the task (a database workers share)."""
@@ -136,8 +136,14 @@ class PostgresAccess(Access):
     #: The shared server's sequences as the task found them (``nextval`` is not rolled back).
     sequences: tuple[tuple[str, str, Any, bool], ...] = ()
 
+    def pg(self) -> PostgresBackend:
+        """The backend with what only PostgreSQL has: pristine copies, the psycopg admin connection."""
+        if not isinstance(self.backend, PostgresBackend):
+            raise TypeError(f"PostgresAccess needs a PostgresBackend, not {type(self.backend).__name__}")
+        return self.backend
+
     def prepare(self) -> None:
-        store = getattr(self.backend, "pristines", None)
+        store = self.backend.pristines if isinstance(self.backend, PostgresBackend) else None
         if store is None or not store.available:
             _warn_shared_server()
             self.grant_writes()
@@ -157,13 +163,16 @@ class PostgresAccess(Access):
         """Where each sequence of the task's schema stands (read as the superuser)."""
         from psycopg import sql as pgsql
 
-        admin = self.backend.admin  # type: ignore[attr-defined]
+        admin = self.pg().admin
+        assert admin is not None
         found = admin.execute("SELECT schemaname, sequencename FROM pg_catalog.pg_sequences WHERE schemaname = %s",
                               (self.schema,)).fetchall()
         out = []
         for schema, name in found:
-            last, called = admin.execute(pgsql.SQL("SELECT last_value, is_called FROM {}.{}").format(
+            row = admin.execute(pgsql.SQL("SELECT last_value, is_called FROM {}.{}").format(
                 pgsql.Identifier(schema), pgsql.Identifier(name))).fetchone()
+            assert row is not None  # one row, always
+            last, called = row
             out.append((schema, name, last, called))
         return tuple(out)
 
@@ -174,7 +183,8 @@ class PostgresAccess(Access):
             return
         from psycopg import sql as pgsql
 
-        admin = self.backend.admin  # type: ignore[attr-defined]
+        admin = self.pg().admin
+        assert admin is not None
         for schema, name, last, called in self.sequences:
             admin.execute(pgsql.SQL("SELECT pg_catalog.setval({}, %s, %s)").format(
                 pgsql.Literal(f"{pgsql.Identifier(schema).as_string(admin)}.{pgsql.Identifier(name).as_string(admin)}")),
@@ -182,11 +192,12 @@ class PostgresAccess(Access):
 
     def fresh_scope(self) -> None:
         if self.pristine is not None:
-            self.backend.serve(self.backend.pristines.copy(self.pristine))  # type: ignore[attr-defined]
+            backend = self.pg()
+            backend.serve(backend.pristines.copy(self.pristine))
 
     def end_scope(self) -> None:
         if self.pristine is not None:
-            self.backend.serve(None)  # type: ignore[attr-defined]
+            self.pg().serve(None)
 
     def release(self) -> None:
         self.end_scope()
@@ -199,17 +210,19 @@ class PostgresAccess(Access):
             session = self.backend.session()
             statement = pgsql.SQL("SET LOCAL search_path = {}").format(
                 pgsql.SQL(", ").join(pgsql.Identifier(s) for s in [SCRATCH_PG, *path, "public", "pg_temp"])
-            ).as_string(session.conn)  # type: ignore[attr-defined]
+            ).as_string(session.connection)
             # Kept by the session across its reset of pinned settings after each install.
-            session.task_setting = statement  # type: ignore[attr-defined]
-            session.conn.execute(statement)  # type: ignore[attr-defined]
+            session.pin_setting(statement)
 
     def snapshot(self) -> st.State:
-        conn = self.backend.session().conn  # type: ignore[attr-defined]
+        conn = self.backend.session().connection
         return st.pg_snapshot(conn, [self.schema, SCRATCH_PG])
 
 
 class OracleAccess(Access):
+    #: The task's hold on its schema (:meth:`hold`), until :meth:`release`.
+    _held: contextlib.ExitStack[bool | None] | None = None
+
     def prepare(self) -> None:
         from .oracle_restore import Restorer
 
@@ -227,25 +240,23 @@ class OracleAccess(Access):
 
         session = self.backend.session()
         owner = str(path[0]).upper()
-        for (table,) in self.backend._admin_sql(TABLES_SQL, [owner]):  # type: ignore[attr-defined]
+        for (table,) in self.backend.admin_sql(TABLES_SQL, [owner]):
             if create:
-                session._sql(f"CREATE OR REPLACE SYNONYM {ora_quote(table)} FOR {ora_quote(owner)}.{ora_quote(table)}")  # type: ignore[attr-defined]
+                session.harness_sql(f"CREATE OR REPLACE SYNONYM {ora_quote(table)} FOR {ora_quote(owner)}.{ora_quote(table)}")
             else:
-                session._sql(f"BEGIN EXECUTE IMMEDIATE 'DROP SYNONYM {ora_quote(table)}'; EXCEPTION WHEN OTHERS THEN NULL; END;")  # type: ignore[attr-defined]
+                session.harness_sql(f"BEGIN EXECUTE IMMEDIATE 'DROP SYNONYM {ora_quote(table)}'; EXCEPTION WHEN OTHERS THEN NULL; END;")
 
     def snapshot(self) -> st.State:
         session = self.backend.session()
-        return st.ora_snapshot(session.conn, [self.schema, self.backend.candidate])  # type: ignore[attr-defined]
+        return st.ora_snapshot(session.connection, [self.schema, self.backend.candidate_schema])
 
     def hold(self) -> None:
-        import contextlib
-
-        if getattr(self, "_held", None) is None:
+        if self._held is None:
             self._held = contextlib.ExitStack()
             self._held.enter_context(self.restorer.exclusive(self.backend))
 
     def release(self) -> None:
-        held, self._held = getattr(self, "_held", None), None
+        held, self._held = self._held, None
         try:
             self._synonyms(create=False)
         finally:

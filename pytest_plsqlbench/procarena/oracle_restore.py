@@ -15,7 +15,7 @@ puts it back after every run (gold's and the candidate's), and before the first 
    the session's janitor (``end_task``), as for every Oracle task.
 3. **Exclusion** -- a run writes shared tables, so on a database several workers share the task
    schema is held for the whole task (gold's run, the candidate's, the restores) by a row lock in
-   the registry (:meth:`OracleBackend._database_lock`), released after the last restore.
+   the registry (``Backend.shared_once``: :meth:`OracleBackend._database_lock`), released after the last restore.
 
 The SQL is built by pure functions (unit-tested with a stand-in connection); :class:`Restorer`
 runs it through a ``sql(text, params)`` callable, the admin's.
@@ -27,9 +27,10 @@ import contextlib
 import graphlib
 import hashlib
 import weakref
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
+from ..dialects.base import Backend
 from ..errors import InfrastructureError
 from .state import ora_quote
 
@@ -147,29 +148,28 @@ class Restorer:
 
     # ----------------------------------------------------------------- backend glue
     @classmethod
-    def for_backend(cls, backend: Any, owner: str) -> Restorer:
+    def for_backend(cls, backend: Backend, owner: str) -> Restorer:
         """The worker's restorer of ``owner``: shadows made once per fixture content (registry)."""
         per_backend = _RESTORERS.setdefault(backend, {})
         key = owner.upper()
         if key not in per_backend:
-            restorer = cls(key, lambda text, params: backend._admin_sql(text, params), backend.admin.commit)
-            loaded = "\n".join(sorted(f.key for f in getattr(backend, "_loaded", [])))
+            restorer = cls(key, lambda text, params: backend.admin_sql(text, params), backend.admin_commit)
+            loaded = "\n".join(sorted(backend.loaded_fixtures))
             lock_key = f"procarena-shadow:{key}:{hashlib.sha256(loaded.encode()).hexdigest()[:16]}"
-            with backend._database_lock(lock_key) as status:
-                if status != "loaded":
+            with backend.shared_once(lock_key) as step:
+                if not step.done:
                     restorer.make_shadows()
-                    backend._lock_conn_sql("UPDATE PLSQLBENCH_FIXTURES SET status = 'loaded' WHERE fixture_key = :k",
-                                           [lock_key])
+                    step.mark_done()
                 else:
                     restorer.discover()
             per_backend[key] = restorer
         return per_backend[key]
 
     @contextlib.contextmanager
-    def exclusive(self, backend: Any) -> Any:
+    def exclusive(self, backend: Backend) -> Iterator[None]:
         """Hold the schema for one task on a database workers share."""
-        with backend._database_lock(f"procarena-run:{self.owner}"):
+        with backend.shared_once(f"procarena-run:{self.owner}"):
             yield
 
 
-_RESTORERS: weakref.WeakKeyDictionary[Any, dict[str, Restorer]] = weakref.WeakKeyDictionary()
+_RESTORERS: weakref.WeakKeyDictionary[Backend, dict[str, Restorer]] = weakref.WeakKeyDictionary()

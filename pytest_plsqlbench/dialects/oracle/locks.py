@@ -11,6 +11,7 @@ from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ...errors import InfrastructureError
+from ..base import SharedStep
 from .errors import _codes_of, _driver
 from .fixtures import REGISTRY
 
@@ -62,3 +63,11 @@ class DatabaseLocks:
     def _lock_conn_sql(self, text: str, params: Sequence[Any]) -> None:
         with self._lock_conn.cursor() as cur:
             cur.execute(text, params)
+
+    @contextlib.contextmanager
+    def shared_once(self, key: str) -> Iterator[SharedStep]:
+        """The step ``key`` under the registry's row lock (:meth:`_database_lock`); done when the
+        registry says ``loaded``, which :meth:`SharedStep.mark_done` writes."""
+        with self._database_lock(key) as status:
+            yield SharedStep(status == "loaded", lambda: self._lock_conn_sql(
+                f"UPDATE {REGISTRY} SET status = 'loaded' WHERE fixture_key = :k", [key]))

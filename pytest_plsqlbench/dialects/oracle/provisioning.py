@@ -169,6 +169,23 @@ class OracleBackend(FixtureLoading, DatabaseLocks, Backend):
                 ) from None
             raise InfrastructureError(f"{message} (while running: {text[:80]})") from exc
 
+    # ----------------------------------------------------------------- harness members
+    @property
+    def candidate_schema(self) -> str:
+        return self.candidate
+
+    @property
+    def candidate_role(self) -> str:
+        return self.candidate
+
+    def admin_sql(
+        self, text: str, params: Sequence[Any] | Mapping[str, Any] = (), *, ignore: Iterable[str] = ()
+    ) -> list[tuple[Any, ...]]:
+        return self._admin_sql(text, params, ignore)
+
+    def admin_commit(self) -> None:
+        self.admin.commit()
+
     def _provision(self) -> None:
         self._version = f"Oracle Database {self.admin.version}"
         rows = self._admin_sql(

@@ -157,6 +157,27 @@ class OracleSession(Session):
         except oracledb.Error as exc:
             raise InfrastructureError(f"harness query failed: {_codes_of(exc)[1]}") from exc
 
+    # ----------------------------------------------------------------- harness members
+    def harness_sql(self, text: str, params: Sequence[Any] | Mapping[str, Any] = ()) -> list[tuple[Any, ...]]:
+        return self._sql(text, params)
+
+    def pin_setting(self, statement: str) -> None:
+        """Oracle resets no setting within a task (``end_task`` resets the session): run it now."""
+        self._sql(statement)
+
+    def reconnect(self) -> None:
+        self.connect()
+
+    @property
+    def server_session_id(self) -> int:
+        if self.sid is None:
+            raise InfrastructureError("the candidate session is not connected")
+        return int(self.sid[0])
+
+    @property
+    def connection(self) -> Any:
+        return self.conn
+
     # ----------------------------------------------------------------- snapshots
     def snapshot(self) -> Snapshot:
         rows = self._sql(

@@ -24,6 +24,8 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from ...dialects.base import Backend
+from ...dialects.postgres import PostgresBackend
 from .runs import NotMeasured, Run, timed_run
 from .work import PG_FLUSHED_ROLLBACK, PG_MEASURE, Work, pg_backend_blocks, pg_backend_setup
 
@@ -42,9 +44,11 @@ class PgFreshBench:
     WARMUP = 0
     counter_source = "pg_stat_get_backend_io"
 
-    def __init__(self, backend: Any, schema: str, calls: Sequence[str], scale_rows: int,
+    def __init__(self, backend: Backend, schema: str, calls: Sequence[str], scale_rows: int,
                  scale: Mapping[str, int] | None, fixtures: Sequence[Any], seed: int = 0,
                  scratch: str = "answers") -> None:
+        if not isinstance(backend, PostgresBackend):  # pristine copies and serve
+            raise TypeError(f"PgFreshBench needs a PostgresBackend, not {type(backend).__name__}")
         self.backend = backend
         self.schema = schema
         self.calls = list(calls)
@@ -125,7 +129,7 @@ class PgFreshBench:
         session = self.session
         session.begin_task()
         try:
-            conn = session.conn
+            conn = session.connection
             if not self._checked_clock:
                 self._checked_clock = True
                 probe = cpu.backend_clock(conn.info.backend_pid, lambda: conn.execute(cpu.CHECK_SQL).fetchone())
@@ -145,7 +149,7 @@ class PgFreshBench:
             if getattr(session, "deadline", None) is not None:
                 session.deadline += time.monotonic() - setup0  # the harness's setup is not the answer's time
             run = timed_run(session, code, self.calls, clock, [self.schema, self.scratch], keep_state)
-            if not run.timed_out and session.conn is conn:
+            if not run.timed_out and session.connection is conn:
                 run.work = self._window(conn, first, run.work)
             return run
         finally:

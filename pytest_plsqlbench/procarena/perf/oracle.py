@@ -32,6 +32,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ... import outcomes
+from ...dialects.base import Backend
+from ...dialects.oracle import OracleBackend
 from .. import state as st
 from ..oracle_restore import SCALED_PREFIX, Restorer
 from . import scale as sc
@@ -55,8 +57,10 @@ class OraBench:
     #: Unmeasured rounds first: the runs share the session's caches and the restored tables.
     WARMUP = 2
 
-    def __init__(self, backend: Any, schema: str, calls: Sequence[str], scale_rows: int,
+    def __init__(self, backend: Backend, schema: str, calls: Sequence[str], scale_rows: int,
                  scale: Mapping[str, int] | None = None, seed: int = 0, hold: bool = False) -> None:
+        if not isinstance(backend, OracleBackend):  # the admin's bulk inserts and its user name
+            raise TypeError(f"OraBench needs an OracleBackend, not {type(backend).__name__}")
         self.backend = backend
         self.owner = schema.upper()
         self.calls = list(calls)
@@ -75,7 +79,7 @@ class OraBench:
 
     # ----------------------------------------------------------------- admin SQL
     def _sql(self, text: str, params: Sequence[Any]) -> list:
-        return self.backend._admin_sql(text, params)
+        return self.backend.admin_sql(text, params)
 
     def _many(self, text: str, rows: list[list[Any]]) -> None:
         from ...errors import InfrastructureError
@@ -91,12 +95,12 @@ class OraBench:
     def __enter__(self) -> OraBench:
         backend = self.backend
         self.session = backend.session()
-        admin_user = str(getattr(getattr(backend, "admin_dsn", None), "user", "") or "the admin user").upper()
+        admin_user = str((backend.admin_dsn.user if backend.admin_dsn is not None else "") or "the admin user").upper()
         try:  # before anything changes: a missing privilege costs nothing
             self.counter = ora_counter(
-                lambda text, params: self.session._sql(text, params),
-                lambda text, params: backend._admin_sql(text, params, ignore=_NO_ACCESS),
-                lambda: int(self.session.sid[0]), str(backend.candidate), admin_user)
+                lambda text, params: self.session.harness_sql(text, params),
+                lambda text, params: backend.admin_sql(text, params, ignore=_NO_ACCESS),
+                lambda: self.session.server_session_id, backend.candidate_role, admin_user)
         except CounterUnavailable as exc:
             raise NotMeasured(str(exc)) from None
         try:
@@ -106,7 +110,7 @@ class OraBench:
             self._stack.callback(self._finish)
             self.clean.restore()  # the scaler grows the fixture's rows, whatever an earlier run left
             self.plan = sc.ora_scale(self._sql, self._many, self.owner, self.scale_rows, self.scale, self.seed)
-            self.scaled = Restorer(self.owner, self._sql, backend.admin.commit, prefix=SCALED_PREFIX)
+            self.scaled = Restorer(self.owner, self._sql, backend.admin_commit, prefix=SCALED_PREFIX)
             self.scaled.make_shadows()
         except BaseException:
             self._stack.close()
@@ -135,11 +139,11 @@ class OraBench:
         assert self.counter is not None and self.scaled is not None
         # A connection of its own: what a contender sets in its session (optimizer parameters,
         # package state, temporary rows) must not slow or speed up the next contender's run.
-        session.connect()
+        session.reconnect()
         session.begin_task()
         try:
             for text in RUN_SETTINGS:
-                session._sql(text)
+                session.harness_sql(text)
             t0 = time.perf_counter()
             install = session.run(code, isolated=False, phase="install")
             seconds = time.perf_counter() - t0
@@ -160,7 +164,7 @@ class OraBench:
                     work = self.counter.read() - before
             state = None
             if keep_state and install.error is None and not timed_out:
-                state = st.ora_snapshot(session.conn, [self.owner, self.backend.candidate])
+                state = st.ora_snapshot(session.connection, [self.owner, self.backend.candidate_schema])
             error = install.error.short() if install.error is not None else None
             return Run(seconds, work, tuple(raised), error, state, timed_out)
         finally:

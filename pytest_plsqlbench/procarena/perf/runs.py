@@ -42,8 +42,8 @@ def timed_run(session: Any, code: str, calls: Sequence[str], clock: Callable[[],
     from .. import state as st
     from .work import Work, pg_counts, pg_dropped_blocks, pg_oid_mark
 
-    before = pg_counts(session.conn)
-    first_oid = pg_oid_mark(session.conn)
+    before = pg_counts(session.connection)
+    first_oid = pg_oid_mark(session.connection)
     t0, c0 = time.perf_counter(), clock()
     install = session.run(code, isolated=False, phase="install")
     raised: list[str | None] = []
@@ -60,7 +60,7 @@ def timed_run(session: Any, code: str, calls: Sequence[str], clock: Callable[[],
         seconds = clock() - c0
     except OSError:  # the session had to reconnect (a timeout): that backend is gone
         seconds = wall
-    conn = session.conn  # the session's connection now (a timeout may have replaced it)
+    conn = session.connection  # the session's connection now (a timeout may have replaced it)
     work = pg_counts(conn) - before
     if not timed_out:  # a timeout's new connection has neither the counts nor the marks
         dropped = pg_dropped_blocks(conn, first_oid, pg_oid_mark(conn))

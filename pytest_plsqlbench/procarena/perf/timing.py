@@ -30,6 +30,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ...dialects.base import Backend
+from ...dialects.postgres import PostgresBackend
 from .runs import NotMeasured, Run, timed_run
 from .work import PG_MEASURE, Work
 
@@ -221,7 +223,7 @@ def measure(run: Callable[[str, bool], Run], contenders: Mapping[str, str], repe
     return out
 
 
-def bench_for(backend: Any, spec: Any, *, hold: bool = False, fixtures: Sequence[Any] | None = None) -> Any:
+def bench_for(backend: Backend, spec: Any, *, hold: bool = False, fixtures: Sequence[Any] | None = None) -> Any:
     """The bench of ``backend``'s dialect for a B2 task (``spec``: its ProcSpec). ``hold``:
     keep the task's schema to this worker (outside a task run, where the call-suite judge does
     not hold it already; only a database workers share needs it). PostgreSQL: on the embedded
@@ -230,8 +232,7 @@ def bench_for(backend: Any, spec: Any, *, hold: bool = False, fixtures: Sequence
     refilled into fresh files before every run (:class:`PgBench`)."""
     b2 = spec.b2
     if backend.dialect == "postgres":
-        store = getattr(backend, "pristines", None)
-        if fixtures is not None and store is not None and store.available:
+        if fixtures is not None and isinstance(backend, PostgresBackend) and backend.pristines.available:
             from .fresh import PgFreshBench
 
             return PgFreshBench(backend, spec.schema, spec.calls, b2.scale_rows, b2.scale, fixtures)
@@ -266,8 +267,10 @@ class PgBench:
     WARMUP = 2
     counter_source = "pg_stat_get_xact_blocks_fetched"
 
-    def __init__(self, backend: Any, schema: str, calls: Sequence[str], scale_rows: int,
+    def __init__(self, backend: Backend, schema: str, calls: Sequence[str], scale_rows: int,
                  scale: Mapping[str, int] | None = None, seed: int = 0, scratch: str = "answers") -> None:
+        if not isinstance(backend, PostgresBackend):  # the psycopg admin connection (install_analyzer)
+            raise TypeError(f"PgBench needs a PostgresBackend, not {type(backend).__name__}")
         self.backend = backend
         self.schema = schema
         self.calls = list(calls)
@@ -287,11 +290,11 @@ class PgBench:
         from . import cpu
         from . import scale as sc
 
-        analyze = self.analyze = sc.install_analyzer(self.backend.admin, self.backend.role)
+        analyze = self.analyze = sc.install_analyzer(self.backend.admin, self.backend.candidate_role)
         self.session = self.backend.session()
         self.session.begin_task()
         try:
-            self.conn = self.session.conn
+            self.conn = self.session.connection
             try:
                 self.plan = sc.pg_scale(self.conn, self.schema, self.scale_rows, self.scale, self.seed, analyze=analyze)
                 if not analyze:
@@ -300,7 +303,7 @@ class PgBench:
                 sc.pg_stash(self.conn, self.plan.order)
             finally:
                 if analyze:  # the candidate calls them only here, before any answer runs
-                    sc.revoke_analyzer(self.backend.admin, self.backend.role)
+                    sc.revoke_analyzer(self.backend.admin, self.backend.candidate_role)
             self.conn.execute(f"SAVEPOINT {self.SAVEPOINT}")
             workers = int(self.conn.execute("SELECT current_setting('max_worker_processes')::int").fetchone()[0])
             self.parallel = ("impossible (max_worker_processes = 0)" if workers == 0 else
