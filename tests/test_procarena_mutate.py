@@ -106,6 +106,19 @@ def test_oracle_operators_skip_the_header_and_the_slash() -> None:
     assert not any(m.before == "10" for m in got["constant"] if "NUMBER(" in m.code.split("\n")[1] and m.line == 2)
 
 
+def test_a_set_item_after_a_case_item_is_an_assignment_not_a_comparison() -> None:
+    """``SET a = CASE WHEN ... END, b = 2``: the ``=`` of ``b`` assigns (a relational mutant there
+    would never install); the ``=`` inside the CASE and in WHERE compare."""
+    gold = ("CREATE OR REPLACE PROCEDURE p(x integer)\nLANGUAGE plpgsql AS $$\nBEGIN\n"
+            "  UPDATE s.t SET a = CASE WHEN x = 1 THEN 1 ELSE 0 END, b = 2, c = (CASE WHEN x = 2 THEN 3 END) WHERE id = x;\n"
+            "END;\n$$;\n")
+    line = gold.splitlines()[3]
+    rel = {(m.line, int(m.id.split(":")[2])) for m in mt.generate(gold, "postgres", ["relational"])}  # 1-based column
+    assert (4, line.index("x = 1") + 3) in rel and (4, line.index("x = 2") + 3) in rel and (4, line.index("id = x") + 4) in rel
+    for target in ("a = CASE", "b = 2", "c = (CASE"):
+        assert (4, line.index(target) + 3) not in rel, target
+
+
 def test_mutants_are_unique_and_ids_stable() -> None:
     first = mt.generate(PG, "postgres")
     again = mt.generate(PG, "postgres")

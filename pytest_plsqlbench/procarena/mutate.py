@@ -367,12 +367,17 @@ def _is_assignment(toks: list[Tok], idx: list[int], p: int) -> bool:
     if before.low in ("set", "using", ";", "then", "else", "loop", "begin"):
         return True
     if before.text == ",":  # a list: SET a = 1, b = 2 or USING a = .., b = ..
-        depth = 0
+        depth = cases = 0  # parentheses and CASE ... END around the scan (an earlier item's CASE WHEN)
         for r in range(q, -1, -1):
             u = toks[idx[r]]
             depth += {")": 1, "(": -1}.get(u.text, 0)
             if depth < 0 or u.text == ";":
                 return False
+            if depth == 0 and u.kind == "word" and u.low in ("end", "case"):
+                cases = max(0, cases + (1 if u.low == "end" else -1))
+                continue
+            if cases:
+                continue
             if depth == 0 and u.low in ("set", "using"):
                 return True
             if depth == 0 and u.low in ("where", "from", "select", "and", "or", "when", "if"):
