@@ -430,7 +430,7 @@ class PristineStore:
                 self._spares[pristine.key] = self._executor().submit(self._make, pristine)
             while len(self._spares) > MAX_SPARES:  # dicts keep insertion order: the oldest first
                 stale = self._spares.pop(next(iter(self._spares)))
-                self._executor().submit(lambda f=stale: f.result().discard())
+                self._executor().submit(_discard_when_made, stale)
         self.made += 1
         self.waited_s += time.monotonic() - t0
         return made
@@ -477,3 +477,8 @@ def reap_leftovers() -> int:
     if base != Path(tempfile.gettempdir()):
         removed += pg_server.reap_leftovers(base)
     return removed
+
+
+def _discard_when_made(made: concurrent.futures.Future[Copy]) -> None:
+    """A spare copy no task will take: discarded once it is made (on the executor's thread)."""
+    made.result().discard()

@@ -37,7 +37,7 @@ import select
 import threading
 import time
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import psycopg
 from psycopg import sql as pgsql
@@ -51,6 +51,9 @@ from ..scripts import Statement, _tokens, split
 from ..settings import Settings
 from ..tasks import Fixture
 from .base import Backend, BatchResult, DbError, Execution, OutputCapture, Phase, Session
+
+if TYPE_CHECKING:
+    from .pg_server import EmbeddedServer
 
 log = logging.getLogger(__name__)
 
@@ -607,7 +610,7 @@ class PostgresSession(Session):
         return SessionLost(f"database connection lost {doing}: {why}", external=external,
                            limit_named=self._limit_named and sqlstate is None)
 
-    def _exec(self, query: str | pgsql.Composable) -> None:
+    def _exec(self, query: str | pgsql.SQL | pgsql.Composed) -> None:
         """Run a harness statement.
 
         The connection lost: :class:`SessionLost` (or the answer's own session limit fired).
@@ -1119,8 +1122,8 @@ class PostgresBackend(Backend):
         super().__init__()
         self.settings = settings
         self.worker = worker
-        self.server = None
-        self.container = None
+        self.server: EmbeddedServer | None = None
+        self.container: Any = None  # testcontainers' PostgresContainer (untyped)
         self.admin: psycopg.Connection | None = None
         self.admin_dsn = ""
         self.db_dsn = ""
@@ -1206,7 +1209,7 @@ class PostgresBackend(Backend):
     def _provision(self) -> None:
         server_admin = self._admin_connect(self.admin_dsn)
         try:
-            self._version = "PostgreSQL " + str(server_admin.execute("SHOW server_version").fetchone()[0]).split()[0]
+            self._version = "PostgreSQL " + str(_scalar(server_admin, "SHOW server_version")).split()[0]
             ident = pgsql.Identifier
             server_admin.execute(pgsql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(ident(self.dbname)))
             server_admin.execute(pgsql.SQL("CREATE DATABASE {}").format(ident(self.dbname)))
@@ -1279,7 +1282,7 @@ class PostgresBackend(Backend):
         limits = _LIMIT_SETTINGS + (("transaction_timeout",) if self.admin.info.server_version >= 170000 else ())
         self.setting_reset = "; ".join(f"RESET {name}" for name in (*PINNED_SETTINGS, *limits))
         pins = dict(PINNED_SETTINGS)
-        pins["TimeZone"] = str(self.admin.execute("SHOW TimeZone").fetchone()[0])
+        pins["TimeZone"] = str(_scalar(self.admin, "SHOW TimeZone"))
         pins["statement_timeout"] = pins["lock_timeout"] = f"{int(self.settings.database.timeout * 1000)}ms"
         pins["idle_in_transaction_session_timeout"] = "30min"
         if "transaction_timeout" in limits:
@@ -1589,3 +1592,11 @@ def _error_line(text: str, first_line: int, exc: psycopg.Error) -> int:
     if position <= 0:
         return first_line
     return first_line + text[: position - 1].count("\n")
+
+
+def _scalar(conn: psycopg.Connection, query: str) -> Any:
+    """The one value a harness query (SHOW ...) returns."""
+    row = conn.execute(query).fetchone()
+    if row is None:
+        raise InfrastructureError(f"the server returned no row for {query!r}")
+    return row[0]

@@ -400,10 +400,10 @@ def pg_scale(conn: Any, schema_name: str, scale_rows: int, scale: Mapping[str, i
             continue
         table = catalog.tables[name]
         cols = [c.name for c in table.writable]
-        stmt = pgsql.SQL("COPY {}.{} ({}) FROM STDIN").format(
+        copy_sql = pgsql.SQL("COPY {}.{} ({}) FROM STDIN").format(
             pgsql.Identifier(table.schema), pgsql.Identifier(table.name),
             pgsql.SQL(", ").join(pgsql.Identifier(c) for c in cols))
-        with conn.cursor() as cur, cur.copy(stmt) as copy:
+        with conn.cursor() as cur, cur.copy(copy_sql) as copy:
             for row in rows:
                 copy.write_row([to_text(row.get(c)) for c in cols])
     conn.execute("RESET DateStyle")
