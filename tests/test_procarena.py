@@ -197,9 +197,10 @@ def test_sample_prompts_never_show_hidden_fields() -> None:
             shown = {m.text.strip() for m in spec.materials}
             # A mutant may be the attachment itself (B1's "change not made"): that one is visible
             # by design. Ledger answers are facts of the complete Direct requirement, so not hidden here.
-            hidden = [*spec.calls, spec.gold, *(m.code for m in spec.mutants if m.code.strip() not in shown)]
-            for text in hidden:
-                assert text.strip() not in prompt, f"{task.id}: a hidden field reaches the prompt"
+            hidden = [*((f"call {n}", c) for n, c in enumerate(spec.calls, 1)), ("gold", spec.gold),
+                      *((f"mutant {m.why!r}", m.code) for m in spec.mutants if m.code.strip() not in shown)]
+            for field, text in hidden:
+                assert text.strip() not in prompt, f"{task.id}: {field} reaches the prompt verbatim: {text.strip()[:80]!r}"
 
 
 # --------------------------------------------------------------------------- judge (PostgreSQL)
