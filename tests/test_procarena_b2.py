@@ -695,7 +695,7 @@ def test_validate_flags_a_degraded_input_that_is_not_slower(backend: Any, b2_tas
 
     spec = _spec(b2_task)
     line, problems = check_speed(backend, b2_task, spec, repeats=1)
-    assert "faster than the degraded input at 1200 rows" in line  # no bound on the measured ratio here
+    assert "faster than the degraded input at 1200 rows over " in line  # no bound on the measured ratio here
     assert not any("no more work" in p or "does not leave" in p for p in problems)
     same = type(spec.b2)(**{**spec.b2.__dict__, "degraded": spec.gold})
     line, problems = check_speed(backend, b2_task, type(spec)(**{**spec.__dict__, "b2": same}), repeats=1)

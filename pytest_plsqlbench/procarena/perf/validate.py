@@ -34,7 +34,8 @@ def check_speed(backend: Any, task: Any, spec: Any, repeats: int = REPEATS) -> t
             with quiet.measuring():
                 got = timing.measure(bench.run, {timing.GOLD: spec.gold, timing.BASELINE: b2.degraded}, repeats,
                                      warmup=int(getattr(bench, "WARMUP", 2)))
-            rows = sum(bench.plan.counts.values())
+            counts = bench.plan.counts
+            rows = f"{sum(counts.values())} rows over {len(counts)} scaled table(s)"
             measure = bench.MEASURE
             clock = getattr(bench, "CLOCK", "wall")
     except timing.NotMeasured as exc:
@@ -48,7 +49,7 @@ def check_speed(backend: Any, task: Any, spec: Any, repeats: int = REPEATS) -> t
         return f"{task.id}: speed not checked ({who} ran past the statement timeout)", [problem]
     gain, (low, _high) = timing.fastest_ratio(slow, gold)
     work_gain = max(slow.work.value, 1) / max(gold.work.value, 1)
-    line = (f"{task.id}: gold {gain:.1f}x faster than the degraded input at {rows} rows (interval from {low:.1f}x; "
+    line = (f"{task.id}: gold {gain:.1f}x faster than the degraded input at {rows} (interval from {low:.1f}x; "
             f"{gold.best_s * 1000:.0f} ms vs {slow.best_s * 1000:.0f} ms {clock} time, fastest of {repeats}; "
             f"work {gold.work.value} vs {slow.work.value} {measure}; noise {gold.noise:.2f} / {slow.noise:.2f})")
     problems = []
