@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import datetime as dt
 import decimal
+import functools
 import json
 import subprocess
 import sys
@@ -211,16 +212,27 @@ def backend() -> Iterator[object]:
         yield b
 
 
-def test_reference_passes_and_mutants_fail(backend: object) -> None:
-    tasks = _mini_tasks() + _sample_tasks("postgres")
-    for task in tasks:
-        spec = spec_of(task)
-        got = evaluate(backend, task, spec.gold)  # type: ignore[arg-type]
-        assert all(o.passed for o in got), f"{task.id}: gold fails: {[o.message for o in got if not o.passed][:1]}"
-        assert spec.mutants, f"{task.id}: needs at least one mutant (a plausible wrong procedure)"
-        for mutant in spec.mutants:
-            got = evaluate(backend, task, mutant.code)  # type: ignore[arg-type]
-            assert not all(o.passed for o in got), f"{task.id}: mutant '{mutant.why}' passes every call"
+@functools.cache
+def _judged_tasks() -> dict[str, Task]:
+    return {t.id: t for t in _mini_tasks() + _sample_tasks("postgres")}
+
+
+def test_the_reference_check_covers_the_mini_tasks_and_the_whole_sample() -> None:
+    assert set(_judged_tasks()) == {t.id for t in _mini_tasks()} | {t.id for t in _sample_tasks("postgres")}
+    assert len(_sample_tasks("postgres")) >= 54
+
+
+@pytest.mark.parametrize("task_id", sorted(_judged_tasks()))
+def test_reference_passes_and_mutants_fail(backend: object, task_id: str) -> None:
+    """One test per task (xdist spreads them): gold passes every call, each hand-written mutant fails one."""
+    task = _judged_tasks()[task_id]
+    spec = spec_of(task)
+    got = evaluate(backend, task, spec.gold)  # type: ignore[arg-type]
+    assert all(o.passed for o in got), f"{task.id}: gold fails: {[o.message for o in got if not o.passed][:1]}"
+    assert spec.mutants, f"{task.id}: needs at least one mutant (a plausible wrong procedure)"
+    for mutant in spec.mutants:
+        got = evaluate(backend, task, mutant.code)  # type: ignore[arg-type]
+        assert not all(o.passed for o in got), f"{task.id}: mutant '{mutant.why}' passes every call"
     assert backend.scratch_objects() == []  # type: ignore[attr-defined]
 
 
