@@ -255,6 +255,9 @@ def test_validate_task_selects_one_task(tmp_path: Path) -> None:
     one = _validate(tmp_path, "--subset", "procarena-mini", "--plsql-tasks", str(root.parent),
                     "--task", "postgres_a1_000", "--mutants", "--mutants-limit", "3")
     assert one.returncode == 0 and "1 task(s)" in one.stdout and "postgres_a1_001" not in one.stdout, one.stdout + one.stderr
+    # A mutation run shows it is alive on stderr (start and end of each task), never in the report.
+    assert "mutants: postgres_a1_000 (task 1 of 1): 0 of 3 run" in one.stderr, one.stderr
+    assert "mutants: postgres_a1_000 (task 1 of 1): 3 of 3 run" in one.stderr and "of 3 run" not in one.stdout
 
 
 @pytest.mark.parametrize(("args", "message"), [

@@ -37,7 +37,7 @@ from __future__ import annotations
 import difflib
 import hashlib
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
 
@@ -446,15 +446,20 @@ def select(mutants: Sequence[Mutant], limit: int | None) -> list[Mutant]:
 
 
 def score_task(backend, task, gold: str, equivalent: dict[str, str], *,  # noqa: ANN001 - Backend, Task
-               operators: Sequence[str] = OPERATORS, limit: int | None = None) -> TaskScore:
-    """Run every (or ``limit``) mutant of ``gold`` through the judge; equivalent ones are not run."""
+               operators: Sequence[str] = OPERATORS, limit: int | None = None,
+               progress: Callable[[int, int], None] | None = None) -> TaskScore:
+    """Run every (or ``limit``) mutant of ``gold`` through the judge; equivalent ones are not run.
+    ``progress(done, total)`` is called before the first mutant and after each one."""
     from .evaluation import evaluate
 
     mutants = generate(gold, task.dialect, operators)
     result = TaskScore(task.id)
     ids = {m.id for m in mutants}
     result.stale = sorted(k for k in equivalent if k not in ids)
-    for mutant in select(mutants, limit):
+    chosen = select(mutants, limit)
+    for done, mutant in enumerate(chosen):
+        if progress is not None:
+            progress(done, len(chosen))
         if mutant.id in equivalent:
             result.results.append(MutantResult(mutant, "equivalent", equivalent[mutant.id]))
             continue
@@ -467,6 +472,8 @@ def score_task(backend, task, gold: str, equivalent: dict[str, str], *,  # noqa:
         else:
             first = next(o for o in outs if not o.passed)
             result.results.append(MutantResult(mutant, "killed", f"{first.test_id}: {first.failure_class}"))
+    if progress is not None:
+        progress(len(chosen), len(chosen))
     return result
 
 

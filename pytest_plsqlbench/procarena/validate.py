@@ -17,6 +17,9 @@ marked in the task file; a task below the threshold is a problem.
 
 from __future__ import annotations
 
+import sys
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from .. import outcomes
@@ -80,11 +83,12 @@ def check_task(backend, task) -> list[str]:  # noqa: ANN001 - Backend, Task
     return problems
 
 
-def mutation_lines(backend, task, options: MutationOptions) -> tuple[list[str], list[str], mt.TaskScore]:  # noqa: ANN001
+def mutation_lines(backend, task, options: MutationOptions,  # noqa: ANN001 - Backend, Task
+                   progress: Callable[[int, int], None] | None = None) -> tuple[list[str], list[str], mt.TaskScore]:
     """The task's mutation report lines and its problems (below the threshold, stale marks)."""
     spec = spec_of(task)
     score = mt.score_task(backend, task, spec.gold, dict(spec.equivalent), operators=options.operators,
-                          limit=options.limit)
+                          limit=options.limit, progress=progress)
     problems = []
     if score.score < options.threshold:
         problems.append(f"{task.id}: mutation score {score.score:.1%} is below {options.threshold:.0%} "
@@ -116,7 +120,7 @@ def validate_subset(manifest: Manifest, settings: Settings,
             run = backend.judge_cache.get("procarena-gold", {}).get(_gold_key(task))
             raising += sum(1 for c in (run.calls if run else []) if c.error is not None)
             if mutants is not None:
-                lines, more, score = mutation_lines(backend, task, mutants)
+                lines, more, score = mutation_lines(backend, task, mutants, _Progress(task.id, len(scores) + 1, len(tasks)))
                 mutation += lines
                 problems += more
                 scores.append(score)
@@ -137,3 +141,23 @@ def validate_subset(manifest: Manifest, settings: Settings,
         lines += mutation
     lines += [f"  PROBLEM {p}" for p in problems]
     return lines, not problems
+
+
+
+class _Progress:
+    """One stderr line when a task's mutants start, then one every ``EVERY_S`` seconds and at the end:
+    a full run takes minutes per task, and a silent one is taken for a hung one."""
+
+    EVERY_S = 15.0
+
+    def __init__(self, task_id: str, n: int, of: int) -> None:
+        self.task_id, self.n, self.of = task_id, n, of
+        self.started = self.last = time.monotonic()
+
+    def __call__(self, done: int, total: int) -> None:
+        now = time.monotonic()
+        if done and done < total and now - self.last < self.EVERY_S:
+            return
+        self.last = now
+        print(f"mutants: {self.task_id} (task {self.n} of {self.of}): {done} of {total} run, "
+              f"{now - self.started:.0f} s", file=sys.stderr, flush=True)
