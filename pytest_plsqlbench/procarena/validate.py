@@ -115,12 +115,12 @@ def validate_subset(manifest: Manifest, settings: Settings,
     mutation: list[str] = []
     scores: list[mt.TaskScore] = []
     with open_backend(settings, "validate") as backend:
-        for task in tasks:
+        for n, task in enumerate(tasks, 1):
             problems += check_task(backend, task)
             run = backend.judge_cache.get("procarena-gold", {}).get(_gold_key(task))
             raising += sum(1 for c in (run.calls if run else []) if c.error is not None)
             if mutants is not None:
-                lines, more, score = mutation_lines(backend, task, mutants, _Progress(task.id, len(scores) + 1, len(tasks)))
+                lines, more, score = mutation_lines(backend, task, mutants, _Progress(task.id, n, len(tasks)))
                 mutation += lines
                 problems += more
                 scores.append(score)
@@ -141,7 +141,6 @@ def validate_subset(manifest: Manifest, settings: Settings,
         lines += mutation
     lines += [f"  PROBLEM {p}" for p in problems]
     return lines, not problems
-
 
 
 class _Progress:
