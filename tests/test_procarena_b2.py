@@ -160,8 +160,8 @@ def test_more_rounds_of_gold_and_the_answer_while_the_interval_straddles_a_bin_b
     in alternating order, until the interval lies in one bin or ``max_more`` rounds ran; the
     answer's extra runs keep their state (checked like every run of it)."""
     calls: list[tuple[str, bool]] = []
-    # a noisy start: gold 1.0 / 1.3, the answer 1.25 / 1.0 -> interval 0.77-1.3 ("noise");
-    # then both sides run 1.0 again and again, and the second-fastest runs close in
+    # a noisy start: rounds of 0.8 and 1.3 -> interval 0.8-1.3 ("noise"); then pairs of 1.0,
+    # until at 7 rounds the sign test's interval (2nd to 6th ratio) leaves both out
     times = {"g": iter([1.0, 1.3] + [1.0] * 20), "c": iter([1.25, 1.0] + [1.0] * 20), "b": iter([5.0] * 9)}
 
     def run(code: str, keep: bool) -> timing.Run:
@@ -169,15 +169,15 @@ def test_more_rounds_of_gold_and_the_answer_while_the_interval_straddles_a_bin_b
         return timing.Run(next(times[code]), work.Work({"scans": 1}))
 
     def settled(got: Any) -> bool:
-        _point, (low, high) = timing.fastest_ratio(got["gold"], got["candidate"])
+        _point, (low, high) = timing.paired_ratio(got["gold"], got["candidate"])
         return bm.interval_bin(low, high) != "noise"
 
     got = timing.measure(run, {"gold": "g", "baseline": "b", "candidate": "c"}, 2, warmup=0, checked=("candidate",),
                          reference="gold", last="baseline", settled=settled, more=("gold", "candidate"), max_more=6)
     assert got["baseline"].extra_runs == 0 and len(got["baseline"].runs) == 2
-    assert got["gold"].extra_runs == got["candidate"].extra_runs == 1, calls
-    assert calls[6:] == [("g", False), ("c", True)]
-    _point, (low, high) = timing.fastest_ratio(got["gold"], got["candidate"])
+    assert got["gold"].extra_runs == got["candidate"].extra_runs == 5, calls
+    assert calls[6:12] == [("g", False), ("c", True), ("c", True), ("g", False), ("g", False), ("c", True)]
+    _point, (low, high) = timing.paired_ratio(got["gold"], got["candidate"])
     assert bm.interval_bin(low, high) == "matched"
     # never settled: stops after max_more rounds, order alternating
     calls.clear()

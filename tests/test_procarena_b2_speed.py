@@ -1,6 +1,6 @@
 """B2 speed scores that hold on a busy machine and against a hostile answer (issue 31).
 
-The clock (the backend's CPU time), the per-round intervals and the bins that hold them, the
+The clock (the backend's CPU time), the per-round ratios and their interval and the bins that hold them, the
 perf item's verdict, the buffers work counter (parallel workers, TID scans and triggers
 counted), fresh tables for every run, and the two hostile answers of the issue scored as the
 same procedures without their trick. The gold-against-itself test under a CPU hog runs the B2
@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import math
 import os
 import statistics
 import subprocess
@@ -39,31 +40,70 @@ def _m(label: str, *seconds: float) -> timing.Measurement:
     return timing.Measurement(label, [timing.Run(s, work.Work()) for s in seconds])
 
 
-def test_the_fastest_runs_are_charged_and_one_outlier_cannot_move_the_figure() -> None:
-    # gold against itself: the same work, some runs slowed by the machine
-    gold, cand = _m("gold", 40.0, 61.0, 60.0, 40.5), _m("candidate", 62.0, 40.2, 41.0, 40.8)
-    point, (low, high) = timing.fastest_ratio(gold, cand)
-    assert point == pytest.approx(40.0 / 40.2)
-    assert (low, high) == (pytest.approx(40.0 / 40.8), pytest.approx(40.5 / 40.2))
+def test_each_round_is_a_pair_so_a_machine_that_slows_down_cancels_out() -> None:
+    """Gold against itself while the machine slows down over the measurement (measured under a
+    hog: gold's runs 73-83 ms in the first rounds, 86-101 ms later) with one lucky early run of
+    gold: each side's fastest run read 0.91; the per-round ratios read 1.0."""
+    drift = [80.0, 80.0, 91.0, 94.0, 98.0, 92.0, 101.0]
+    gold, cand = _m("gold", 73.0, *drift[1:]), _m("candidate", *drift)
+    point, (low, high) = timing.paired_ratio(gold, cand)
+    assert min(gold.seconds) / min(cand.seconds) < 1 / 1.1 + 0.01  # what the fastest runs read
+    assert point == 1.0 and (low, high) == (1.0, 1.0)
     assert bm.interval_bin(low, high, 1.1) == "matched"
-    # the medians' ratio of the same runs moves with the outliers
-    assert abs(gold.median_s / cand.median_s - 1.0) > abs(point - 1.0)
 
 
-def test_the_interval_says_what_either_sides_second_fastest_run_would_read() -> None:
-    gold, slow = _m("gold", 1.0, 1.5, 1.2), _m("candidate", 2.0, 2.1, 2.4)
-    point, (low, high) = timing.fastest_ratio(gold, slow)
-    assert (point, low, high) == (0.5, pytest.approx(1.0 / 2.1), pytest.approx(1.2 / 2.0))
-    assert bm.interval_bin(low, high, 1.1) == "slower"
+def test_one_slowed_pair_cannot_move_the_figure_and_the_interval_takes_the_sign_tests_ranks() -> None:
+    gold = _m("gold", 40.0, 61.0, 40.2, 40.5, 40.1, 40.3, 40.0)
+    cand = _m("candidate", 40.1, 40.0, 40.3, 40.2, 80.0, 40.0, 40.2)
+    point, (low, high) = timing.paired_ratio(gold, cand)
+    ratios = sorted(g / c for g, c in zip(gold.seconds, cand.seconds))
+    assert point == ratios[3] and (low, high) == (ratios[1], ratios[5])  # 7 rounds: the 2nd and 6th
+    assert bm.interval_bin(low, high, 1.1) == "matched"
+    # the two sides of a ratio swap exactly, with an odd and an even number of rounds
+    for n in (7, 6):
+        a, b = _m("a", *gold.seconds[:n]), _m("b", *cand.seconds[:n])
+        there, (lo, hi) = timing.paired_ratio(a, b)
+        back, (lo2, hi2) = timing.paired_ratio(b, a)
+        assert there * back == pytest.approx(1.0) and lo * hi2 == pytest.approx(1.0) and hi * lo2 == pytest.approx(1.0)
 
 
-def test_one_run_a_side_is_widened_by_the_noise_floor() -> None:
-    point, (low, high) = timing.fastest_ratio(_m("gold", 0.66), _m("candidate", 1.0))
+def test_the_interval_covers_the_median_ratio_at_least_80_percent_of_the_time_whatever_the_noise() -> None:
+    assert [timing.sign_rank(n) for n in (1, 2, 6, 7, 14, 21)] == [1, 1, 1, 2, 5, 8]
+    assert timing.coverage(7) == pytest.approx(0.875) and timing.coverage(1) == 0.0
+    for n in range(4, 43):  # at least 80 %, and the narrowest interval that is
+        j = timing.sign_rank(n)
+        narrower = 1.0 - 2.0 * sum(math.comb(n, i) for i in range(j + 1)) / 2 ** n  # [r(j+1), r(n-j)]
+        assert timing.coverage(n) >= 0.8 and narrower < 0.8, n
+    # simulated: gold against itself, one-sided heavy-tailed noise on every run, 7 rounds
+    import random
+
+    rng = random.Random(31)
+    covered = 0
+    for _ in range(2000):
+        def runs() -> list[float]:
+            return [50.0 * (1 + rng.expovariate(8.0)) * (1 + (rng.random() < 0.1)) for _ in range(7)]
+
+        _point, (low, high) = timing.paired_ratio(_m("gold", *runs()), _m("candidate", *runs()))
+        covered += low <= 1.0 <= high
+    assert covered / 2000 >= 0.85  # 87.5 % by the sign test
+
+
+def test_one_round_is_widened_by_the_noise_floor() -> None:
+    point, (low, high) = timing.paired_ratio(_m("gold", 0.66), _m("candidate", 1.0))
     assert (low, high) == (pytest.approx(0.66 / timing.NOISE_FLOOR), pytest.approx(0.66 * timing.NOISE_FLOOR))
     assert high >= 1 / 1.1  # one unlucky pair is not "slower"
-    _point, (_low, high) = timing.fastest_ratio(_m("gold", 1.0), _m("candidate", 20.0))
+    _point, (_low, high) = timing.paired_ratio(_m("gold", 1.0), _m("candidate", 20.0))
     assert high < 1 / 1.1  # an answer 20x slower is, even from one pair
-    assert timing.fastest_ratio(_m("gold", 0.0, 0.0), _m("candidate", 0.0, 0.0))[0] == 1.0
+    assert timing.paired_ratio(_m("gold", 0.0, 0.0), _m("candidate", 0.0, 0.0))[0] == 1.0
+    with pytest.raises(ValueError, match="no round"):
+        timing.paired_ratio(_m("gold"), _m("candidate", 1.0))
+
+
+def test_an_answer_20x_slower_fails_whatever_one_lucky_round_reads() -> None:
+    gold = _m("gold", 1.0, 1.5, 1.2, 1.0, 1.1, 1.0, 1.3)
+    slow = _m("candidate", 2.0, 21.0, 20.0, 22.0, 20.5, 19.0, 24.0)
+    point, (low, high) = timing.paired_ratio(gold, slow)
+    assert high < 1 / 1.1 and bm.interval_bin(low, high, 1.1) == "slower" and point < 0.07
 
 
 def test_the_baseline_closes_every_round_and_gold_and_the_answer_take_turns_first() -> None:
@@ -529,8 +569,9 @@ def _gold_as_baseline(task: Any, folder: Path) -> Any:
 def test_gold_against_itself_reads_matched_with_a_cpu_hog_on_the_machine(tmp_path: Path) -> None:
     """Every B2 task of procarena-sample at its own scale and repeats: gold submitted as the
     answer, with a CPU hog of as many busy processes as cores (and no other test: ``alone``).
-    The backend's CPU time does not move with the load, each side is charged its fastest run,
-    and further rounds narrow the interval while it straddles a border: acceleration within
+    The backend's CPU time does not move with the load, each round's two runs meet the same
+    machine (the median of per-round ratios), and further rounds narrow the interval while it
+    straddles a border: acceleration within
     [0.9, 1.1] and the interval inside "matched". (The degraded input is gold here too: its runs
     do not enter the gold/answer ratio, and at their real size they took about 30 % of this
     test's time.

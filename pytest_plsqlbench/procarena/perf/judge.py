@@ -47,7 +47,8 @@ KIND = "procarena-b2"
 #: Unmeasured rounds before the measured ones (each contender; the answer's are checked), for a
 #: bench that does not say (a bench's ``WARMUP``: none on a fresh copy per run).
 WARMUP = 2
-CRITERION = "fastest run's CPU seconds of the server backend (wall seconds where unreadable); work: buffers"
+CRITERION = ("median per-round ratio of the server backend's CPU seconds (wall seconds where unreadable); "
+             "work: buffers")
 #: Further rounds of gold and the answer, at most this many times the planned ones, while the
 #: acceleration interval straddles a bin border (:func:`.timing.measure`): on a busy machine
 #: the interval narrows round by round until it lies in one bin; on a quiet one none are needed.
@@ -202,7 +203,7 @@ class PerfJudge(Judge):
                 return True
             if budget is not None and budget - spent < 3 * max(r.wall_s or 0.0 for r in cand.runs):
                 return True
-            _point, (low, high) = timing.fastest_ratio(gold, cand)
+            _point, (low, high) = timing.paired_ratio(gold, cand)
             return bm.interval_bin(low, high, spec.b2.min_speedup) != "noise"
 
         started = time.monotonic()
@@ -242,7 +243,8 @@ class PerfJudge(Judge):
             "runs_per_s": round(done[0] / max(time.monotonic() - started, 1e-9), 3),
             "warmup_rounds": warmup,
             "more_runs": {k: m.extra_runs for k, m in got.items() if m.extra_runs},
-            "estimator": "fastest run",
+            "estimator": "median of per-round ratios",
+            "rounds": len(cand.runs),
             "seconds": {k: m.best_s for k, m in got.items()},
             "median_s": {k: m.median_s for k, m in got.items()},
             "runs_s": {k: m.seconds for k, m in got.items()},
@@ -281,10 +283,15 @@ class PerfJudge(Judge):
                     "why": f"{' and '.join(late)} ran past the statement timeout after the answer ran, "
                            "and not before it: the answer slowed the runs after its own"}
         out["same_state_as_gold"] = True
-        # out["seconds"] holds each contender's fastest run: the ratios are fastest_ratio's points
-        _point, interval = timing.fastest_ratio(gold, cand)
+        # Every ratio is the median of its two sides' per-round ratios (timing.paired_ratio):
+        # out["seconds"] (each side's fastest run) is reported, not divided.
+        acceleration, interval = timing.paired_ratio(gold, cand)
+        ratios = {(timing.GOLD, timing.CANDIDATE): acceleration,
+                  (timing.BASELINE, timing.CANDIDATE): timing.paired_ratio(base, cand)[0],
+                  (timing.BASELINE, timing.GOLD): timing.paired_ratio(base, gold)[0]}
+        out["interval_coverage"] = round(timing.coverage(min(len(gold.runs), len(cand.runs))), 4)
         out.update(bm.task_figures(out["seconds"], {k: m.work.value for k, m in got.items()}, spec.b2.min_speedup,
-                                   interval))
+                                   interval, ratios=ratios))
         return out
 
     def judge(self, ctx: JudgeContext, turn: int, test: UnitTest, execution: Execution) -> TestOutcome:

@@ -1,7 +1,7 @@
 """B2's numbers (paper §5.1, §5.3, Figure 4): ratios per task, harmonic means and speedup bins.
 
-Per admitted task: acceleration ``T_gold / T_cand`` (the ratio of the two contenders' fastest
-runs, see :func:`.timing.fastest_ratio`) and work ratio
+Per admitted task: acceleration ``T_gold / T_cand`` (the median of the per-round ratios of the
+two contenders' runs, see :func:`.timing.paired_ratio`) and work ratio
 ``W_gold / W_cand`` (the deterministic counter), both oriented so that 1.0 = as good as gold and
 larger is better; the same two against the degraded baseline (``T_base / T_cand``,
 ``W_base / W_cand``). A zero count is counted as one (a run that scans nothing at all).
@@ -12,7 +12,7 @@ of the acceleration with the task's ``min_speedup`` m as the threshold of "faste
 ``slower`` < 1/m <= ``matched`` < m <= ``1.1-2x`` < 2 <= ``2-10x`` < 10 <= ``>10x``; and
 Figure 4(c)'s gate rejections: compile failure, wrong final state, runtime error.
 
-A task's bin is that of its acceleration *interval* (:func:`.timing.fastest_ratio`): it is
+A task's bin is that of its acceleration *interval* (:func:`.timing.paired_ratio`): it is
 assigned only when the whole interval lies inside one bin, and is
 ``within noise`` otherwise -- a bin narrower than the measurement's noise would rank noise.
 The ratios themselves stay continuous (the harmonic means use them whatever the bin).
@@ -88,21 +88,30 @@ def gate_rejection(failure_types: Iterable[str | None]) -> str | None:
 
 
 def task_figures(seconds: Mapping[str, float], work: Mapping[str, int], min_speedup: float,
-                 interval: Sequence[float] | None = None) -> dict[str, Any]:
+                 interval: Sequence[float] | None = None,
+                 ratios: Mapping[tuple[str, str], float] | None = None) -> dict[str, Any]:
     """The ratios of one admitted task from the contenders' seconds and work ``W``.
 
     ``interval``: the acceleration's (low, high), widened to hold the point
-    estimate; without one, the point itself (an interval of width 0)."""
-    acc = ratio(seconds["gold"], seconds["candidate"])
+    estimate; without one, the point itself (an interval of width 0). ``ratios``: the time
+    ratios ``(numerator, denominator) -> value`` as measured (the judge's medians of per-round
+    ratios); a ratio not given is that of ``seconds``."""
+
+    def time_ratio(top: str, bottom: str) -> float:
+        if ratios is not None and (top, bottom) in ratios:
+            return float(ratios[(top, bottom)])
+        return ratio(seconds[top], seconds[bottom])
+
+    acc = time_ratio("gold", "candidate")
     low, high = (acc, acc) if interval is None else (min(float(interval[0]), acc), max(float(interval[1]), acc))
     return {
         "acceleration": acc,
         "acceleration_interval": [low, high],
         "work_ratio": work_ratio(work["gold"], work["candidate"]),
-        "acceleration_vs_baseline": ratio(seconds["baseline"], seconds["candidate"]),
+        "acceleration_vs_baseline": time_ratio("baseline", "candidate"),
         "work_ratio_vs_baseline": work_ratio(work["baseline"], work["candidate"]),
         # how much gold gains
-        "baseline_acceleration": ratio(seconds["baseline"], seconds["gold"]),
+        "baseline_acceleration": time_ratio("baseline", "gold"),
         "bin": interval_bin(low, high, min_speedup),
         #: the perf item fails: the answer is slower than gold beyond the interval
         "slower": high < 1.0 / float(min_speedup),

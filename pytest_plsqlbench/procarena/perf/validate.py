@@ -2,8 +2,8 @@
 
 A B2 task is only a task if its degraded input is really slow: on the scaled tables, gold and
 the degraded input are timed in rotating order (the judge's protocol, without a candidate) and
-the lower end of the speedup's interval (fastest runs, by the judge's own clock: the backend's
-CPU time, :mod:`.cpu`; :func:`.timing.fastest_ratio`) must reach :data:`MIN_GAIN` -- a gate
+the lower end of the speedup's interval (per-round ratios, by the judge's own clock: the
+backend's CPU time, :mod:`.cpu`; :func:`.timing.paired_ratio`) must reach :data:`MIN_GAIN` -- a gate
 cleared only by a lucky run is not cleared; gold must also do less work. On PostgreSQL and
 on a reachable Oracle (the dialect's bench, :func:`.timing.bench_for`); a database where the
 bench cannot measure (Oracle without access to the session statistics) is reported as not
@@ -47,15 +47,15 @@ def check_speed(backend: Any, task: Any, spec: Any, repeats: int = REPEATS) -> t
         problem = (f"{task.id}: {who} ran past the statement timeout at the task's scale "
                    "(raise --plsql-timeout, or a smaller b2.scale_rows)")
         return f"{task.id}: speed not checked ({who} ran past the statement timeout)", [problem]
-    gain, (low, _high) = timing.fastest_ratio(slow, gold)
+    gain, (low, _high) = timing.paired_ratio(slow, gold)
     work_gain = max(slow.work.value, 1) / max(gold.work.value, 1)
     line = (f"{task.id}: gold {gain:.1f}x faster than the degraded input at {rows} (interval from {low:.1f}x; "
-            f"{gold.best_s * 1000:.0f} ms vs {slow.best_s * 1000:.0f} ms {clock} time, fastest of {repeats}; "
+            f"{gold.median_s * 1000:.0f} ms vs {slow.median_s * 1000:.0f} ms {clock} time, median of {repeats}; "
             f"work {gold.work.value} vs {slow.work.value} {measure}; noise {gold.noise:.2f} / {slow.noise:.2f})")
     problems = []
     if low < MIN_GAIN:
         problems.append(f"{task.id}: gold is only {low:.2f}x faster than the degraded input at the task's scale "
-                        f"(lower end of the interval; fastest runs {gain:.2f}x; needs >= {MIN_GAIN:g}x; grow b2.scale_rows "
+                        f"(lower end of the interval; median per-round ratio {gain:.2f}x; needs >= {MIN_GAIN:g}x; grow b2.scale_rows "
                         "or make the degradation heavier)")
     if work_gain < MIN_WORK_GAIN:
         problems.append(f"{task.id}: the degraded input does no more work than gold ({slow.work.value} vs {gold.work.value} {measure}; "
