@@ -3,7 +3,7 @@
 For every PostgreSQL B2 task of a subset (default ``procarena-sample``), the ``perf`` item's
 measurement is run ``--runs`` times (default 5) with gold submitted as the answer, on one
 embedded server, exactly as the judge does it (fresh pristine copy per run, the backend's CPU
-time, the median of per-round ratios). Printed per task: each run's acceleration, interval and bin, the spread of
+time, the acceleration read from per-round ratios). Printed per task: each run's acceleration, interval and bin, the spread of
 the acceleration over the runs (CV, target <= 3 %), the per-run CPU-time CV of gold's own runs,
 and the same acceleration computed from wall-clock times, for comparison. ``--hog`` adds as many
 busy processes as cores while measuring.

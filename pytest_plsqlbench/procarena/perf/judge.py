@@ -47,7 +47,7 @@ KIND = "procarena-b2"
 #: Unmeasured rounds before the measured ones (each contender; the answer's are checked), for a
 #: bench that does not say (a bench's ``WARMUP``: none on a fresh copy per run).
 WARMUP = 2
-CRITERION = ("median per-round ratio of the server backend's CPU seconds (wall seconds where unreadable); "
+CRITERION = ("per-round ratios of the server backend's CPU seconds (wall seconds where unreadable); "
              "work: buffers")
 #: Further rounds of gold and the answer, at most this many times the planned ones, while the
 #: acceleration interval straddles a bin border (:func:`.timing.measure`): on a busy machine
@@ -243,7 +243,7 @@ class PerfJudge(Judge):
             "runs_per_s": round(done[0] / max(time.monotonic() - started, 1e-9), 3),
             "warmup_rounds": warmup,
             "more_runs": {k: m.extra_runs for k, m in got.items() if m.extra_runs},
-            "estimator": "median of per-round ratios",
+            "estimator": "Hodges-Lehmann of per-round ratios",
             "rounds": len(cand.runs),
             "seconds": {k: m.best_s for k, m in got.items()},
             "median_s": {k: m.median_s for k, m in got.items()},
@@ -283,7 +283,7 @@ class PerfJudge(Judge):
                     "why": f"{' and '.join(late)} ran past the statement timeout after the answer ran, "
                            "and not before it: the answer slowed the runs after its own"}
         out["same_state_as_gold"] = True
-        # Every ratio is the median of its two sides' per-round ratios (timing.paired_ratio):
+        # Every ratio is read from its two sides' per-round ratios (timing.paired_ratio):
         # out["seconds"] (each side's fastest run) is reported, not divided.
         acceleration, interval = timing.paired_ratio(gold, cand)
         ratios = {(timing.GOLD, timing.CANDIDATE): acceleration,

@@ -1,6 +1,6 @@
 """B2's numbers (paper §5.1, §5.3, Figure 4): ratios per task, harmonic means and speedup bins.
 
-Per admitted task: acceleration ``T_gold / T_cand`` (the median of the per-round ratios of the
+Per admitted task: acceleration ``T_gold / T_cand`` (read from the per-round ratios of the
 two contenders' runs, see :func:`.timing.paired_ratio`) and work ratio
 ``W_gold / W_cand`` (the deterministic counter), both oriented so that 1.0 = as good as gold and
 larger is better; the same two against the degraded baseline (``T_base / T_cand``,
