@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import difflib
 import gc
-import importlib
 import logging
 import os
 from collections.abc import Generator, Sequence
@@ -32,7 +31,7 @@ from .collect import (
 from .errors import PlsqlBenchError, UsageError
 from .manifests import Manifest, discover, run_dialect
 from .records import ItemRecord
-from .registry import BUILTIN_PLUGINS
+from .registry import Registry, load_plugins
 from .results import ResultsCollector
 from .settings import Settings, add_options, dialect_given, source_variable
 from .state import SETTINGS_KEY, get_settings, is_active, worker_count, worker_id
@@ -45,18 +44,28 @@ TASKS_KEY = pytest.StashKey[dict[str, tuple[Path | None, list[Task]]]]()
 #: Every manifest the run can see, read once (``--plsql-tasks`` folders included).
 MANIFESTS_KEY = pytest.StashKey[dict[str, Manifest]]()
 RESULTS_KEY = pytest.StashKey[ResultsCollector]()
+REGISTRY_KEY = pytest.StashKey[Registry]()
 
 
 def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
     pluginmanager.add_hookspecs(hooks)
-    for name in BUILTIN_PLUGINS:
-        module = importlib.import_module(name)
-        if not pluginmanager.is_registered(module):
-            pluginmanager.register(module, f"plsqlbench-{name.rsplit('.', 1)[-1]}")
+    # Our own group, whether or not pytest autoloads plugins (PYTEST_DISABLE_PLUGIN_AUTOLOAD).
+    load_plugins(pluginmanager)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     add_options(parser)
+
+
+def registry_of(config: pytest.Config) -> Registry:
+    """The run's registry: what the plug-ins (entry points, conftests) registered, asked once."""
+    registry = config.stash.get(REGISTRY_KEY, None)
+    if registry is None:
+        try:
+            registry = config.stash[REGISTRY_KEY] = Registry.from_plugins(config.pluginmanager)
+        except UsageError as exc:
+            raise pytest.UsageError(str(exc)) from None
+    return registry
 
 
 def _known_manifests(config: pytest.Config, settings: Settings) -> dict[str, Manifest]:
@@ -95,7 +104,7 @@ def _manifests(config: pytest.Config, settings: Settings) -> list[Manifest]:
         )
     chosen = [known[s] for s in settings.tasks.subsets]
     _check_source_names(config, known, settings)
-    families.register_from_config(config)
+    families.register(registry_of(config).families.values())
     for manifest in chosen:
         if settings.database.dialect not in manifest.dialects:
             raise pytest.UsageError(
