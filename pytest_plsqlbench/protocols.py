@@ -468,8 +468,9 @@ class Dialect(Protocol):
         had here (driver missing, Docker not answering, DSN refused)."""
         ...
 
-    def make_backend(self, settings: Settings, worker: str) -> Backend:
-        """This worker's backend, not started."""
+    def make_backend(self, settings: Settings, worker: str) -> BackendBase:
+        """This worker's backend, not started. (A :class:`BackendBase` until the core and the
+        families type against :class:`Backend`: ProcArena's adapters take the base today.)"""
         ...
 
 

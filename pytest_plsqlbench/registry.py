@@ -85,10 +85,10 @@ def _returned(manager: pluggy.PluginManager, hook: str, protocol: type, what: st
             name = getattr(obj, "name", None)
             if not isinstance(obj, protocol) or not isinstance(name, str) or not name:
                 members = {*getattr(protocol, "__annotations__", {}), *(m for m in vars(protocol) if not m.startswith("_"))}
-                missing = [m for m in members if not hasattr(obj, m)]
+                missing = sorted(m for m in members if getattr(obj, m, None) is None)
                 raise UsageError(
                     f"plug-in {impl.plugin_name}: {hook} returned {obj!r}, not a {what} "
-                    f"(missing: {', '.join(sorted(missing)) or 'a name'})"
+                    f"(missing: {', '.join(missing) or 'a name'})"
                 )
             out.append(obj)
     return out
@@ -147,3 +147,18 @@ def plugin_manager() -> pluggy.PluginManager:
 def outside_pytest() -> Registry:
     """The registry of the ``plsqlbench`` command."""
     return Registry.from_plugins(plugin_manager())
+
+
+_active: list[Registry] = []
+
+
+def use(registry: Registry) -> Registry:
+    """Make ``registry`` the process's (a run's, set at its start: code without the run's config,
+    such as the generation prompts and ``runner.open_backend``, asks :func:`active`)."""
+    _active[:] = [registry]
+    return registry
+
+
+def active() -> Registry:
+    """The run's registry in a run, else the ``plsqlbench`` command's."""
+    return _active[0] if _active else outside_pytest()
