@@ -64,3 +64,15 @@ def test_an_unregistered_dialect_is_one_usage_error(pytester: pytest.Pytester) -
                                            "--plsql-dialect=sqlite", "--collect-only")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*--plsql-dialect: no dialect 'sqlite' is registered (registered: oracle, postgres)*"])
+
+
+def test_a_broken_or_missing_group_is_a_warning_not_a_failure(monkeypatch: pytest.MonkeyPatch) -> None:
+    from importlib.metadata import EntryPoint
+
+    broken = EntryPoint("broken", "no_such_module_here", registry.ENTRY_POINT_GROUP)
+    monkeypatch.setattr(registry, "entry_points", lambda group: [broken])
+    with pytest.warns(registry.PluginWarning, match=r"plug-in broken \(no_such_module_here\) cannot be loaded"):
+        registry.load_entry_points(_manager())
+    monkeypatch.setattr(registry, "entry_points", lambda group: [])
+    with pytest.warns(registry.PluginWarning, match=r"no 'pytest_plsqlbench' entry points are installed.*pip install -e"):
+        registry.load_entry_points(_manager())
