@@ -17,26 +17,25 @@ The core scores every task the same way first (:class:`~pytest_plsqlbench.metric
 tests judged, excluded and skipped, samples, pass@k's n and c); a family builds on it and on the
 task entries (their tests carry each item's ``score`` and typed ``extra``).
 
-Families come from the ``pytest_plsql_metric_families`` hook. Outside pytest (``plsqlbench
-report`` / ``merge``) the same hook functions are found in the built-in plugin modules and in
-installed pytest plugins (``pytest11`` entry points).
+Families come from the ``pytest_plsql_families`` hook (see :mod:`pytest_plsqlbench.registry`);
+outside pytest (``plsqlbench report`` / ``merge``) from the same plug-ins, found through the
+``pytest_plsqlbench`` entry points.
 """
 
 from __future__ import annotations
 
-import importlib
 import logging
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from . import registry
 from .errors import UsageError
 
 if TYPE_CHECKING:
-    import pytest
-
     from .metrics import TaskResult
+    from .protocols import Family
 
 log = logging.getLogger(__name__)
 
@@ -82,7 +81,7 @@ class SubsetInput:
 
 
 class MetricFamily:
-    """A way of scoring and showing subsets; subclass and return it from ``pytest_plsql_metric_families``."""
+    """A way of scoring and showing subsets; subclass and return it from ``pytest_plsql_families``."""
 
     name: ClassVar[str] = ""
     columns: ClassVar[tuple[Column, ...]] = ()
@@ -145,11 +144,11 @@ class PlsqlBenchFamily(MetricFamily):
 class FamilyRegistry(Mapping[str, MetricFamily]):
     """Name -> family; later additions replace earlier ones of the same name."""
 
-    def __init__(self, families: Iterable[MetricFamily] = ()) -> None:
+    def __init__(self, families: Iterable[Family] = ()) -> None:
         self._by_name: dict[str, MetricFamily] = {}
         self.add(families)
 
-    def add(self, families: Iterable[MetricFamily]) -> FamilyRegistry:
+    def add(self, families: Iterable[Family]) -> FamilyRegistry:
         for family in families:
             if not isinstance(family, MetricFamily) or not family.name:
                 raise TypeError(f"{family!r} is not a MetricFamily with a name")
@@ -169,7 +168,7 @@ class FamilyRegistry(Mapping[str, MetricFamily]):
         """The family ``name`` (None: the default); one clear error when it is unknown."""
         key = name or DEFAULT_FAMILY
         if key not in self._by_name:
-            _discover(self)
+            self.add(f for f in registry.outside_pytest().families.values() if f.name not in self._by_name)
         if key not in self._by_name:
             raise UsageError(
                 f"unknown metric family {key!r} (known: {', '.join(sorted(self._by_name))}); "
@@ -178,52 +177,18 @@ class FamilyRegistry(Mapping[str, MetricFamily]):
         return self._by_name[key]
 
 
-#: Every family known to this process: the built-in one, and those plugins returned.
-REGISTRY = FamilyRegistry([PlsqlBenchFamily()])
+#: Every family known to this process: those registered at the run's start, or (outside pytest,
+#: on the first name it lacks) those the ``pytest_plsqlbench`` entry points register.
+REGISTRY = FamilyRegistry()
 
 
-def register_from_config(config: pytest.Config) -> FamilyRegistry:
-    """Add the families every plugin returns from ``pytest_plsql_metric_families`` (run start)."""
-    for families in reversed(config.hook.pytest_plsql_metric_families()):
-        REGISTRY.add(families or ())
-    return REGISTRY
+def register(families: Iterable[Family]) -> FamilyRegistry:
+    """Add the run's registered families (run start; a conftest's replace a plug-in's)."""
+    return REGISTRY.add(families)
 
 
 def get(name: str | None) -> MetricFamily:
     return REGISTRY.family(name)
-
-
-_discovered = False
-
-
-def _discover(registry: FamilyRegistry) -> None:
-    """Outside a pytest run: ask the built-in plugin modules and installed pytest plugins."""
-    global _discovered
-    if _discovered:
-        return
-    _discovered = True
-    from .registry import BUILTIN_PLUGINS
-
-    modules: list[Any] = []
-    for name in BUILTIN_PLUGINS:
-        try:
-            modules.append(importlib.import_module(name))
-        except ImportError as exc:  # pragma: no cover - a broken optional plugin
-            log.debug("cannot import %s: %s", name, exc)
-    try:
-        from importlib.metadata import entry_points
-
-        for ep in entry_points(group="pytest11"):
-            try:
-                modules.append(ep.load())
-            except Exception as exc:  # noqa: BLE001 - a broken third-party plugin must not break the report
-                log.debug("cannot load pytest plugin %s: %s", ep.name, exc)
-    except Exception as exc:  # noqa: BLE001
-        log.debug("cannot list pytest plugins: %s", exc)
-    for module in modules:
-        hook = getattr(module, "pytest_plsql_metric_families", None)
-        if callable(hook):
-            registry.add(hook() or ())
 
 
 def lookup(name: str | None) -> MetricFamily:

@@ -12,12 +12,14 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 if TYPE_CHECKING:
+    import argparse
+
     from .answers import Answer, Exchange
     from .dialects.base import Backend
     from .episode import Episode
-    from .families import MetricFamily
     from .judges import Judge
     from .manifests import Manifest
+    from .protocols import Dialect, Family
     from .settings import Settings
     from .tasks import Task
 
@@ -61,8 +63,24 @@ def pytest_plsql_judges(config: pytest.Config) -> Sequence[Judge]:
 
 
 @pytest.hookspec
-def pytest_plsql_metric_families() -> Sequence[MetricFamily]:
-    """Return metric families that subset manifests can name (``metrics: NAME``)."""
+def pytest_plsql_dialects() -> Sequence[Dialect]:
+    """Return the dialects you add (``--plsql-dialect NAME``, a manifest's ``dialects:``)."""
+
+
+@pytest.hookspec
+def pytest_plsql_families() -> Sequence[Family]:
+    """Return the benchmark families you add (a manifest's ``metrics: NAME``)."""
+
+
+@pytest.hookspec
+def pytest_plsql_metric_families() -> Sequence[Family]:
+    """Deprecated spelling of :func:`pytest_plsql_families`, kept for one release."""
+
+
+@pytest.hookspec
+def pytest_plsql_cli(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add your ``plsqlbench`` subcommands (``subparsers.add_parser``; ``set_defaults(func=...)``
+    with a handler returning the exit code)."""
 
 
 @pytest.hookspec(firstresult=True)

@@ -29,9 +29,9 @@ from typing import Any
 
 import yaml
 
+from . import registry
 from .errors import UsageError
 from .resources import tasks_dir
-from .tasks import DIALECTS
 
 #: libyaml's safe loader when available (much faster on big task folders).
 _LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
@@ -89,10 +89,11 @@ def load_manifest(path: Path) -> Manifest:
     for key in ("name", "loader"):
         if not isinstance(data.get(key), str) or not data[key].strip():
             raise _fail(path, f"missing string field {key!r}")
-    dialects = tuple(data.get("dialects") or DIALECTS)
-    bad = [d for d in dialects if d not in DIALECTS]
+    registered = tuple(registry.active().dialects)
+    dialects = tuple(data.get("dialects") or registered)
+    bad = [d for d in dialects if d not in registered]
     if bad:
-        raise _fail(path, f"unknown dialect(s) {bad}; known: {list(DIALECTS)}")
+        raise _fail(path, f"unknown dialect(s) {bad}; registered: {list(registered)}")
     source = None
     if data.get("source") is not None:
         src = data["source"]
@@ -143,5 +144,5 @@ def run_dialect(manifests: Sequence[Manifest], preferred: str) -> str:
     when they share none, so the caller's "exists only for" error names it."""
     if all(preferred in m.dialects for m in manifests):
         return preferred
-    common = [d for d in DIALECTS if all(d in m.dialects for m in manifests)]
+    common = [d for d in manifests[0].dialects if all(d in m.dialects for m in manifests)] if manifests else []
     return common[0] if common else preferred

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import difflib
 import gc
-import importlib
 import logging
 import os
 from collections.abc import Generator, Sequence
@@ -32,7 +31,7 @@ from .collect import (
 from .errors import PlsqlBenchError, UsageError
 from .manifests import Manifest, discover, run_dialect
 from .records import ItemRecord
-from .registry import BUILTIN_PLUGINS
+from .registry import Registry, load_plugins, use
 from .results import ResultsCollector
 from .settings import Settings, add_options, dialect_given, source_variable
 from .state import SETTINGS_KEY, get_settings, is_active, worker_count, worker_id
@@ -45,18 +44,28 @@ TASKS_KEY = pytest.StashKey[dict[str, tuple[Path | None, list[Task]]]]()
 #: Every manifest the run can see, read once (``--plsql-tasks`` folders included).
 MANIFESTS_KEY = pytest.StashKey[dict[str, Manifest]]()
 RESULTS_KEY = pytest.StashKey[ResultsCollector]()
+REGISTRY_KEY = pytest.StashKey[Registry]()
 
 
 def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
     pluginmanager.add_hookspecs(hooks)
-    for name in BUILTIN_PLUGINS:
-        module = importlib.import_module(name)
-        if not pluginmanager.is_registered(module):
-            pluginmanager.register(module, f"plsqlbench-{name.rsplit('.', 1)[-1]}")
+    # Our own group, whether or not pytest autoloads plugins (PYTEST_DISABLE_PLUGIN_AUTOLOAD).
+    load_plugins(pluginmanager)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     add_options(parser)
+
+
+def registry_of(config: pytest.Config) -> Registry:
+    """The run's registry: what the plug-ins (entry points, conftests) registered, asked once."""
+    registry = config.stash.get(REGISTRY_KEY, None)
+    if registry is None:
+        try:
+            registry = config.stash[REGISTRY_KEY] = use(Registry.from_plugins(config.pluginmanager))
+        except UsageError as exc:
+            raise pytest.UsageError(str(exc)) from None
+    return registry
 
 
 def _known_manifests(config: pytest.Config, settings: Settings) -> dict[str, Manifest]:
@@ -74,13 +83,14 @@ def _known_manifests(config: pytest.Config, settings: Settings) -> dict[str, Man
 def _settings(config: pytest.Config) -> Settings:
     """The run's settings. Without a dialect named, subsets that exist only for Oracle
     (Spider2-ST/MT) run in Oracle rather than failing on the postgres default."""
+    registry = registry_of(config)
     try:
-        settings = Settings.from_config(config)
+        settings = Settings.from_config(config, registry)
         if settings.tasks.subsets and not dialect_given(config):
             known = _known_manifests(config, settings)
             dialect = run_dialect([known[s] for s in settings.tasks.subsets if s in known], settings.database.dialect)
             if dialect != settings.database.dialect:
-                settings = Settings.from_config(config, dialect=dialect)
+                settings = Settings.from_config(config, registry, dialect=dialect)
         return settings
     except UsageError as exc:
         raise pytest.UsageError(str(exc)) from None
@@ -95,7 +105,7 @@ def _manifests(config: pytest.Config, settings: Settings) -> list[Manifest]:
         )
     chosen = [known[s] for s in settings.tasks.subsets]
     _check_source_names(config, known, settings)
-    families.register_from_config(config)
+    families.register(registry_of(config).families.values())
     for manifest in chosen:
         if settings.database.dialect not in manifest.dialects:
             raise pytest.UsageError(
@@ -285,12 +295,12 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[SETTINGS_KEY] = settings
     if not settings.tasks.subsets:
         return
+    registry = registry_of(config)
     for line in (
         "plsql: a PL/SQL benchmark item (pytest-plsqlbench)",
         "singleturn: item of a single-turn benchmark task",
         "multiturn: item of a multi-turn benchmark task",
-        "dialect_postgres: item run in PostgreSQL",
-        "dialect_oracle: item run in Oracle",
+        *(f"dialect_{name}: item run in {d.label}" for name, d in sorted(registry.dialects.items())),
     ):
         config.addinivalue_line("markers", line)
     # Listing markers or collecting needs no answers.
@@ -329,10 +339,8 @@ def pytest_configure(config: pytest.Config) -> None:
     if getattr(config, "workerinput", None) is None and not collect_only and runnable:
         # Before any worker starts (and before a model is asked): a database this run cannot
         # have is one usage error, not an infrastructure error per item.
-        from .dbcheck import check_database
-
         try:
-            check_database(settings.database)
+            registry.dialect(settings.database.dialect).preflight(settings.database)
         except UsageError as exc:
             raise pytest.UsageError(str(exc)) from None
     if getattr(config, "workerinput", None) is None:
@@ -363,9 +371,7 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 
 @pytest.hookimpl(trylast=True)
 def pytest_plsql_make_backend(config: pytest.Config, settings: Settings):  # noqa: ANN201
-    from .runner import make_backend
-
-    return make_backend(settings, worker_id(config))
+    return registry_of(config).dialect(settings.database.dialect).make_backend(settings, worker_id(config))
 
 
 def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:

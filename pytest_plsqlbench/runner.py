@@ -27,7 +27,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from . import outcomes
+from . import outcomes, registry
 from .answers import Answer
 from .dialects.base import Backend, Execution
 from .episode import Episode
@@ -475,21 +475,11 @@ class TaskRun:
 # --------------------------------------------------------------------------- conveniences
 
 
-def make_backend(settings: Settings, worker: str = "main") -> Backend:
-    """The built-in backend for ``settings.database.dialect`` (not started)."""
-    if settings.database.dialect == "postgres":
-        from .dialects.postgres import PostgresBackend
-
-        return PostgresBackend(settings, worker)
-    from .dialects.oracle import OracleBackend  # noqa: PLC0415 - optional dependency
-
-    return OracleBackend(settings, worker)
-
-
 @contextlib.contextmanager
 def open_backend(settings: Settings, worker: str = "main") -> Iterator[Backend]:
-    """A started backend for scripts and the CLI (``plsqlbench validate``)."""
-    backend = make_backend(settings, worker)
+    """A started backend of the registered dialect ``settings.database.dialect``, for scripts and
+    the CLI (``plsqlbench validate``)."""
+    backend = registry.active().dialect(settings.database.dialect).make_backend(settings, worker)
     backend.start()
     try:
         yield backend

@@ -13,12 +13,15 @@ import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import pytest
 
 from .errors import UsageError
-from .tasks import DIALECTS
+
+if TYPE_CHECKING:
+    from .protocols import Dialect
+    from .registry import Registry
 
 DB_KINDS = ("embedded", "container", "dsn")
 SAFETY_MODES = ("off", "warn", "block")
@@ -46,10 +49,10 @@ OPTIONS: tuple[Opt, ...] = (
     # --- what to run and where
     Opt(
         "dialect",
-        "Database dialect the tasks run in (default postgres; oracle when a chosen subset "
-        "exists only for Oracle and no dialect is named).",
+        "Database dialect the tasks run in, one of the registered ones ('plsqlbench subsets' "
+        "lists them; default postgres; oracle when a chosen subset exists only for Oracle and "
+        "no dialect is named).",
         "postgres",
-        choices=DIALECTS,
     ),
     Opt(
         "db",
@@ -333,9 +336,15 @@ def parse_price(value: Any) -> tuple[float, float] | None:
     return numbers[0], numbers[1]
 
 
-def default_db(dialect: str, dsn: str | None) -> str:
-    """Where the database comes from when --plsql-db is not given."""
-    return "dsn" if dsn else ("embedded" if dialect == "postgres" else "container")
+def resolve_database(dialect: Dialect, kind: str | None, dsn: str | None) -> tuple[str, str | None]:
+    """``--plsql-db``/``--plsql-dsn`` as given -> the database kind and DSN of ``dialect``: its
+    default, its environment and its checks, then the two every dialect shares."""
+    kind, dsn = dialect.resolve_database(kind, dsn)
+    if kind == "dsn" and not dsn:
+        raise UsageError("--plsql-db=dsn needs --plsql-dsn URL (or PLSQL_DSN)")
+    if kind not in dialect.kinds:
+        raise UsageError(f"--plsql-db={kind}: {dialect.name} has no such database (it has: {', '.join(dialect.kinds)})")
+    return kind, dsn
 
 
 def dialect_given(config: pytest.Config) -> bool:
@@ -528,32 +537,14 @@ class Settings:
         return cls(**{g: _GROUPS[g](**kw) for g, kw in grouped.items()})
 
     @classmethod
-    def from_config(cls, config: pytest.Config, dialect: str | None = None) -> Settings:
-        """``dialect``: the run's dialect when the user named none (see :func:`dialect_given`)."""
+    def from_config(cls, config: pytest.Config, registry: Registry, dialect: str | None = None) -> Settings:
+        """``registry``: what the plug-ins registered (the dialect must be one of them);
+        ``dialect``: the run's dialect when the user named none (see :func:`dialect_given`)."""
         raw_subsets = config.getoption("plsql_subset", None) or ""
         subsets = tuple(dict.fromkeys(s.strip() for s in raw_subsets.split(",") if s.strip()))
         v = {o.name: _raw(config, o) for o in OPTIONS}
         dialect = v["dialect"] if dialect is None or dialect_given(config) else dialect
-        db = v["db"] or default_db(dialect, v["dsn"])
-        dsn = v["dsn"]
-        if dialect == "oracle" and not dsn:
-            dsn = oracle_environment().dsn
-            if dsn and not v["db"]:
-                db = "dsn"
-        if db == "dsn" and not dsn:
-            raise UsageError("--plsql-db=dsn needs --plsql-dsn URL (or PLSQL_DSN)")
-        if dsn and dialect == "postgres":
-            import psycopg
-
-            try:
-                psycopg.conninfo.conninfo_to_dict(dsn)
-            except psycopg.ProgrammingError as exc:
-                raise UsageError(f"--plsql-dsn: not a PostgreSQL connection string ({str(exc).strip()})") from None
-        if dialect == "oracle" and db == "embedded":
-            raise UsageError(
-                "--plsql-db=embedded exists only for postgres; for oracle use "
-                "--plsql-db=container (needs Docker) or --plsql-dsn"
-            )
+        db, dsn = resolve_database(registry.dialect(dialect), v["db"], v["dsn"])
         if v["timeout"] <= 0:
             raise UsageError("--plsql-timeout must be positive")
         if v["task-timeout"] < 0:

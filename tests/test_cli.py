@@ -21,6 +21,9 @@ def test_subsets_lists_every_manifest() -> None:
     # Descriptions in full, wrapped, never cut.
     assert "…" not in out.stdout
     assert "it is not a benchmark of models." in " ".join(out.stdout.split())
+    # Each subset's family, then what the plug-ins registered.
+    assert "smoke  [postgres,oracle]  family plsqlbench" in out.stdout
+    assert "families: plsqlbench, procarena" in out.stdout and "dialects: oracle, postgres" in out.stdout
 
 
 def test_validate_without_input_is_one_line_usage_error() -> None:

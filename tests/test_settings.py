@@ -63,10 +63,11 @@ def test_from_config_groups_the_command_line(pytester: pytest.Pytester) -> None:
     pytester.makeconftest(
         """
         import json
+        from pytest_plsqlbench.registry import Registry
         from pytest_plsqlbench.settings import Settings
 
         def pytest_configure(config):
-            s = Settings.from_config(config)
+            s = Settings.from_config(config, Registry.from_plugins(config.pluginmanager))
             print("SETTINGS", json.dumps({
                 "subsets": s.tasks.subsets, "ids": s.tasks.ids, "shard": s.tasks.shard,
                 "timeout": s.database.timeout, "kind": s.database.kind, "safety": s.database.safety,

@@ -15,9 +15,10 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from .. import registry
 from ..errors import DataError, UsageError
 from ..manifests import discover, run_dialect
-from ..settings import DB_KINDS, Settings, default_db
+from ..settings import DB_KINDS, Settings, resolve_database
 from ..tasks import DIALECTS, Task, task_from_dict, task_to_dict
 from .emitter import ASSERTION_MODES
 from .sources import SOURCES
@@ -71,8 +72,7 @@ def register(subparsers: Any) -> None:
                      "(procarena-sample, procarena-sample-interactive)")
     val.add_argument(
         "--plsql-dialect",
-        choices=DIALECTS,
-        help="dialect for --subset (default postgres; oracle for subsets that exist only for Oracle)",
+        help="a registered dialect for --subset (default postgres; oracle for subsets that exist only for Oracle)",
     )
     val.add_argument("--plsql-data", type=Path, help="local PLSQLBench release for --subset (else downloaded)")
     val.add_argument("--plsql-tasks", type=Path, action="append", help="extra folder of subset manifests (repeatable)")
@@ -165,12 +165,8 @@ def run_validate(args: argparse.Namespace) -> int:
     if len(dialects) > 1:
         raise UsageError(f"{args.file}: mixes dialects {sorted(dialects)}")
     dialect = dialects.pop() if dialects else "postgres"
-    db = args.plsql_db or default_db(dialect, args.plsql_dsn)
-    if db == "dsn" and not args.plsql_dsn:
-        raise UsageError("--plsql-db=dsn needs --plsql-dsn")
-    if dialect == "oracle" and db == "embedded":
-        raise UsageError("there is no embedded Oracle; use --plsql-db=container (Docker) or --plsql-dsn")
-    settings = Settings.of(subsets=(), dialect=dialect, db=db, dsn=args.plsql_dsn, timeout=args.plsql_timeout)
+    db, dsn = resolve_database(registry.active().dialect(dialect, "the file's dialect"), args.plsql_db, args.plsql_dsn)
+    settings = Settings.of(subsets=(), dialect=dialect, db=db, dsn=dsn, timeout=args.plsql_timeout)
     report = replay_validate(tasks, settings, jobs=args.jobs)
     print(report.summary())
     print(f"({dialect}, {report.tests} unit tests, {report.seconds:.0f}s)")
@@ -213,12 +209,12 @@ def _validate_subset(args: argparse.Namespace) -> int:
 
     known = discover(tuple(args.plsql_tasks or ()))
     dialect = args.plsql_dialect or run_dialect([known[args.subset]] if args.subset in known else [], "postgres")
-    db = args.plsql_db or default_db(dialect, args.plsql_dsn)
+    db, dsn = resolve_database(registry.active().dialect(dialect), args.plsql_db, args.plsql_dsn)
     settings = Settings.of(
         subsets=(args.subset,),
         dialect=dialect,
         db=db,
-        dsn=args.plsql_dsn,
+        dsn=dsn,
         timeout=args.plsql_timeout,
         data=args.plsql_data,
         data_cache=args.plsql_data_cache,

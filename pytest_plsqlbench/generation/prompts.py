@@ -1,8 +1,9 @@
 """Every word the harness sends to a model, and how a conversation becomes chat messages.
 
 Paper App. F/G: a system prompt that asks for executable PL/SQL only (Oracle: program units
-ending with ``/``, no markdown, no explanations; here also its PL/pgSQL counterpart), then the
-task prompt with the schema DDL for schema-grounded tasks. Multi-turn rollout: turn *t* sees the
+ending with ``/``, no markdown, no explanations; PostgreSQL: its PL/pgSQL counterpart) -- each
+dialect's own (``Dialect.system_prompt``, in its plug-in module) -- then the task prompt with the
+schema DDL for schema-grounded tasks. Multi-turn rollout: turn *t* sees the
 earlier user requests and the model's *own* earlier answers as assistant messages.
 
 Changing any text here changes the cache keys (they hash the messages), so earlier cached
@@ -13,42 +14,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+from .. import registry
 from ..answers import Answer, Exchange
 from ..tasks import Task, Turn
 
 Message = Mapping[str, str]
-
-ORACLE_SYSTEM_PROMPT = """\
-You are an expert Oracle Database developer writing PL/SQL for Oracle Database 23ai.
-
-Respond with executable Oracle SQL and PL/SQL only:
-- Output nothing but code that runs as-is in SQL*Plus or SQLcl: no markdown, no code fences, \
-no explanations, no text before or after the code.
-- End every PL/SQL program unit (CREATE OR REPLACE FUNCTION, PROCEDURE, PACKAGE, PACKAGE BODY, \
-TYPE BODY, TRIGGER) and every anonymous block with a line containing only a slash (/).
-- Use exactly the names, parameters, types and return types the request specifies.
-- Use only the tables and columns of the given schema, named as the schema names them.
-- When the request asks for printed output, print it with DBMS_OUTPUT.PUT_LINE.
-- Do not change stored data unless the request asks for it.
-- Comments inside the code are fine; prose outside the code is not."""
-
-POSTGRES_SYSTEM_PROMPT = """\
-You are an expert PostgreSQL developer writing PL/pgSQL for PostgreSQL.
-
-Respond with executable PostgreSQL SQL and PL/pgSQL only:
-- Output nothing but code that runs as-is in psql: no markdown, no code fences, \
-no explanations, no text before or after the code.
-- Write functions and procedures as CREATE OR REPLACE FUNCTION/PROCEDURE ... AS $$ ... $$ \
-LANGUAGE plpgsql; and anonymous blocks as DO $$ ... $$; end every statement with a semicolon \
-and never use a slash (/) terminator.
-- Use exactly the names, parameters, types and return types the request specifies.
-- Use only the tables and columns of the given schema, named as the schema names them.
-- When the request asks for printed output, emit each output line with RAISE NOTICE '%', value; \
-(the PL/pgSQL counterpart of DBMS_OUTPUT.PUT_LINE).
-- Do not change stored data unless the request asks for it.
-- Comments inside the code are fine; prose outside the code is not."""
-
-SYSTEM_PROMPTS: Mapping[str, str] = {"oracle": ORACLE_SYSTEM_PROMPT, "postgres": POSTGRES_SYSTEM_PROMPT}
 
 SCHEMA_HEADER = "Database schema (DDL):"
 TASK_HEADER = "Task:"
@@ -58,10 +28,11 @@ EMPTY_ANSWER = "-- (no code was given in this answer)"
 
 
 def system_prompt(dialect: str) -> str:
-    try:
-        return SYSTEM_PROMPTS[dialect]
-    except KeyError:
-        raise ValueError(f"no system prompt for dialect {dialect!r}") from None
+    """The system prompt of a task in ``dialect``: the registered dialect's."""
+    found = registry.active().dialects.get(dialect)
+    if found is None:
+        raise ValueError(f"no system prompt for dialect {dialect!r}: no such dialect is registered")
+    return found.system_prompt
 
 
 def user_message(task: Task, turn: int) -> str:
