@@ -7,8 +7,11 @@ from decimal import Decimal
 import pytest
 
 from pytest_plsqlbench.convert.model import Tolerance
+from pytest_plsqlbench.convert.oracle import OracleEmitter
+from pytest_plsqlbench.convert.postgres import PostgresEmitter
 from pytest_plsqlbench.convert.sqltypes import (
     BOOL,
+    EXACT_STORAGE,
     NUMBER,
     TEXT,
     UNKNOWN,
@@ -95,9 +98,12 @@ def test_canon_is_what_the_database_holds():
     assert canon(2.0, NUMBER) == canon(2, NUMBER)
     assert canon(0.1, NUMBER) == Decimal("0.1")  # the shortest repr, not the binary expansion
     assert canon("", TEXT) == ""
-    assert canon("", TEXT, dialect="oracle") is None  # Oracle stores '' as NULL
+    assert canon("", TEXT, storage=OracleEmitter.storage) is None  # Oracle stores '' as NULL
     assert canon({3, 1, 2}, ListT(NUMBER, "set")) == (1, 2, 3)  # sets in a stable order
     assert canon({"a": 1}, ListT(RecordT((TEXT, NUMBER), kv=True), "map")) == (("a", 1),)
+
+
+STORAGE = {None: EXACT_STORAGE, "postgres": PostgresEmitter.storage, "oracle": OracleEmitter.storage}
 
 
 @pytest.mark.parametrize(
@@ -113,12 +119,12 @@ def test_canon_is_what_the_database_holds():
 )
 def test_canon_refuses_values_a_database_cannot_hold(value, t, dialect, reason):
     with pytest.raises(ValueProblem) as info:
-        canon(value, t, dialect=dialect)
+        canon(value, t, storage=STORAGE[dialect])
     assert info.value.reason == reason
 
 
 def test_big_integers_are_exact_in_postgres():
-    assert canon(10**40, NUMBER, dialect="postgres") == Decimal(10**40)
+    assert canon(10**40, NUMBER, storage=PostgresEmitter.storage) == Decimal(10**40)
 
 
 def test_same_is_null_safe_ordered_and_tolerant_as_asked():

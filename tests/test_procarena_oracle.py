@@ -232,11 +232,13 @@ def _task(**meta: object):  # noqa: ANN202
 
 
 def test_oracle_access_grants_shadows_once_and_holds_the_schema_per_task() -> None:
-    from pytest_plsqlbench.procarena.judge import OracleAccess
+    from pytest_plsqlbench.procarena.dialects.oracle import OracleAccess
+    from pytest_plsqlbench.procarena.judge import access_for
 
     backend = FakeBackend()
     for _ in range(2):  # two tasks on one worker
-        access = OracleAccess(backend, _task())  # type: ignore[arg-type]
+        access = access_for(backend, _task())  # type: ignore[arg-type]
+        assert type(access) is OracleAccess  # the judge's lookup: the Oracle adapter's access
         access.prepare()
         access.hold()
         access.restore()
@@ -254,7 +256,7 @@ def test_oracle_access_grants_shadows_once_and_holds_the_schema_per_task() -> No
 
 
 def test_oracle_access_plforge_synonyms_are_made_and_dropped() -> None:
-    from pytest_plsqlbench.procarena.judge import OracleAccess
+    from pytest_plsqlbench.procarena.dialects.oracle import OracleAccess
 
     backend = FakeBackend()
     access = OracleAccess(backend, _task(search_path=["warehouse"]))  # type: ignore[arg-type]

@@ -16,7 +16,7 @@ from typing import Any
 
 from ..tasks import Fixture
 from .model import EXACT, Tolerance
-from .sqltypes import ListT, RecordT, Scalar, SqlType, walk
+from .sqltypes import EXACT_STORAGE, ListT, RecordT, Scalar, SqlType, Storage, walk
 
 #: Published wording of the requirement list (PLSQLBench MBPP prompts).
 REQUIREMENTS = (
@@ -123,6 +123,11 @@ class Emitter(abc.ABC):
     dialect: str = ""
     #: First line of the prompt.
     intro: str = ""
+    #: How the database holds the cases' values (cases it cannot hold exactly are dropped).
+    storage: Storage = EXACT_STORAGE
+    #: PLSQLBench's published prompts and test blocks are in this dialect: a task's generated
+    #: prompt and cases are checked against them (and ``--assertions published`` uses them).
+    published: bool = False
 
     # ----------------------------------------------------------------- types
     @abc.abstractmethod

@@ -43,7 +43,7 @@ from .emitter import (
     shorten,
 )
 from .model import Tolerance
-from .sqltypes import ListT, RecordT, Scalar, SqlType, items_of
+from .sqltypes import ListT, RecordT, Scalar, SqlType, Storage, items_of
 
 NAME_LIMIT = 30
 #: Characters per TO_CLOB('...') piece (PL/SQL string literals are limited to 32K bytes).
@@ -309,6 +309,8 @@ class _Show:
 class OracleEmitter(Emitter):
     dialect = "oracle"
     intro = "Complete the following Oracle PL/SQL function."
+    storage = Storage(bounded_numbers=True, empty_text_is_null=True)
+    published = True
 
     # ----------------------------------------------------------------- types
     def type_sql(self, t: SqlType) -> str:

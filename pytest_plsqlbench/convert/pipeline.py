@@ -34,6 +34,7 @@ from .postgres import PostgresEmitter
 from .sandbox import run_calls, zygotes
 from .sqltypes import (
     SqlType,
+    Storage,
     TypeConflict,
     Unknown,
     UnsupportedValue,
@@ -58,11 +59,16 @@ CONVERTER_VERSION = "3"
 #: MBPP+ inputs produce megabyte outputs that would bloat every script and the replay.
 MAX_CASE_CHARS = sources.MAX_CASE_CHARS
 
-EMITTERS: dict[str, type[Emitter]] = {"oracle": OracleEmitter, "postgres": PostgresEmitter}
+EMITTERS: dict[str, type[Emitter]] = {e.dialect: e for e in (OracleEmitter, PostgresEmitter)}
 
 
 def emitter_for(dialect: str) -> Emitter:
-    return EMITTERS[dialect]()
+    """A new emitter of ``dialect``; UsageError naming the dialects the converter writes otherwise."""
+    try:
+        return EMITTERS[dialect]()
+    except KeyError:
+        raise UsageError(f"the MBPP converter has no emitter for dialect {dialect!r} "
+                         f"(it writes {', '.join(EMITTERS)})") from None
 
 
 def case_display(emitter: Emitter, sig: Signature, case: EmitCase) -> dict[str, Any]:
@@ -370,7 +376,7 @@ def emit_task(
     ``emitter`` (of ``dialect``) may be shared by the assertion modes of one task."""
     task = typed.source
     emitter = emitter or emitter_for(dialect)
-    oracle = dialect == "oracle"
+    published = emitter.published
     sig = Signature(sql_function_name(task.entry_point), typed.params, typed.returns)
     dropped: list[DroppedCase] = []
     cases: list[EmitCase] = []
@@ -381,7 +387,7 @@ def emit_task(
     for case in typed.cases:
         entry = memo.get(case.id) if memo is not None else None
         if entry is None:
-            entry = _canonical(case, sig, dialect)
+            entry = _canonical(case, sig, emitter.storage)
             if memo is not None:
                 memo[case.id] = entry
         key, outs, problem = entry
@@ -426,16 +432,16 @@ def emit_task(
     prompt_notes = emitter.type_notes(sig, "")
     prompt = emitter.prompt(sig, task.prompt_py, prompt_notes)
     metadata: dict[str, Any] = {}
-    if oracle and task.published_prompt is not None:
+    if published and task.published_prompt is not None:
         matches = _normalise(prompt) == _normalise(task.published_prompt)
         metadata["published_prompt_match"] = matches
         if matches:
             prompt = task.published_prompt
         else:
             notes.append("the generated prompt differs from the published one")
-    if oracle and task.published_test is not None:
+    if published and task.published_test is not None:
         metadata["published_test_match"] = published_block_matches(emitter, sig, cases, task.published_test)
-    if mode == "published" and oracle and task.published_test is not None:
+    if mode == "published" and published and task.published_test is not None:
         # The published block decides; its failure names the case, its call, the expected and
         # the returned value (show_published changes only the message).
         tests: tuple[UnitTest, ...] = (
@@ -493,15 +499,15 @@ def emit_task(
 
 
 def _canonical(
-    case: SourceCase, sig: Signature, dialect: str
+    case: SourceCase, sig: Signature, storage: Storage
 ) -> tuple[tuple[Any, ...], list[Any], ValueProblem | None]:
-    """A case's inputs and acceptable outputs as ``dialect`` holds them, or why it cannot."""
+    """A case's inputs and acceptable outputs as ``storage`` holds them, or why it cannot."""
     try:
         key = tuple(
-            canon(v, t, dialect=dialect, where=f"argument {i}")
+            canon(v, t, storage=storage, where=f"argument {i}")
             for i, (v, t) in enumerate(zip(case.args or (), sig.params), 1)
         )
-        outs = [canon(o, sig.returns, dialect=dialect, where="expected value") for o in _outputs(case)]
+        outs = [canon(o, sig.returns, storage=storage, where="expected value") for o in _outputs(case)]
     except ValueProblem as exc:
         return (), [], exc
     return key, outs, None

@@ -38,6 +38,20 @@ MIN_FLOAT = 1e-129
 
 
 @dataclass(frozen=True)
+class Storage:
+    """Where a database does not hold a value as written (an emitter's ``storage``)."""
+
+    #: Numbers are Oracle NUMBERs: integers below MAX_INT, floats within MIN_FLOAT..MAX_FLOAT.
+    bounded_numbers: bool = False
+    #: An empty string is stored as NULL.
+    empty_text_is_null: bool = False
+
+
+#: Any value that passes the checks every database needs is held as written (PostgreSQL).
+EXACT_STORAGE = Storage()
+
+
+@dataclass(frozen=True)
 class Unknown:
     def __str__(self) -> str:
         return "?"
@@ -248,11 +262,11 @@ def with_top_order(t: SqlType, order: Order) -> SqlType:
 # --------------------------------------------------------------------------- values
 
 
-def _number(value: Any, where: str, oracle: bool) -> Decimal:
+def _number(value: Any, where: str, bounded: bool) -> Decimal:
     if isinstance(value, bool):
         return Decimal(int(value))
     if isinstance(value, int):
-        if oracle and abs(value) >= MAX_INT:
+        if bounded and abs(value) >= MAX_INT:
             raise ValueProblem(
                 "out-of-range", f"{where}: integer with {len(str(abs(value)))} digits (Oracle NUMBER: 38)"
             )
@@ -260,7 +274,7 @@ def _number(value: Any, where: str, oracle: bool) -> Decimal:
     assert isinstance(value, float)
     if not math.isfinite(value):
         raise ValueProblem("out-of-range", f"{where}: {value!r}")
-    if oracle and value != 0 and not (MIN_FLOAT <= abs(value) <= MAX_FLOAT):
+    if bounded and value != 0 and not (MIN_FLOAT <= abs(value) <= MAX_FLOAT):
         raise ValueProblem("out-of-range", f"{where}: {value!r} is outside Oracle NUMBER's range")
     return Decimal(repr(value))
 
@@ -275,30 +289,30 @@ def _text(value: str, where: str) -> str:
     return value
 
 
-def canon(value: Any, t: SqlType, *, dialect: str | None = None, where: str = "value") -> Any:
+def canon(value: Any, t: SqlType, *, storage: Storage = EXACT_STORAGE, where: str = "value") -> Any:
     """The value as the database holds it: hashable, numbers as Decimal, sets sorted.
 
     Raises ValueProblem for values a database cannot hold exactly: NaN/infinity and NUL
-    characters anywhere; with ``dialect="oracle"`` also integers beyond NUMBER's 38 digits
-    and floats outside its exponent range, and ``''`` becomes NULL as Oracle stores it.
+    characters anywhere; with ``storage.bounded_numbers`` (Oracle) also integers beyond NUMBER's
+    38 digits and floats outside its exponent range; ``storage.empty_text_is_null`` makes ``''``
+    NULL, as Oracle stores it.
     """
     if value is None:
         return None
-    oracle = dialect == "oracle"
     if isinstance(t, Scalar):
         if t.kind == "number":
-            return _number(value, where, oracle)
+            return _number(value, where, storage.bounded_numbers)
         if t.kind == "bool":
             return bool(value)
         text = _text(value, where)
-        return None if (oracle and text == "") else text
+        return None if (storage.empty_text_is_null and text == "") else text
     if isinstance(t, ListT):
         if isinstance(value, dict):
             assert isinstance(t.elem, RecordT)
-            return tuple(canon((k, v), t.elem, dialect=dialect, where=where) for k, v in value.items())
-        return tuple(canon(e, t.elem, dialect=dialect, where=where) for e in _elements(value))
+            return tuple(canon((k, v), t.elem, storage=storage, where=where) for k, v in value.items())
+        return tuple(canon(e, t.elem, storage=storage, where=where) for e in _elements(value))
     if isinstance(t, RecordT):
-        return tuple(canon(v, f, dialect=dialect, where=where) for v, f in zip(value, t.fields))
+        return tuple(canon(v, f, storage=storage, where=where) for v, f in zip(value, t.fields))
     raise TypeError(f"unresolved type {t}")
 
 

@@ -3,7 +3,8 @@
 Modules: :mod:`.spec` (the task file format), :mod:`.loader` (``loader: procarena`` manifests),
 :mod:`.plforge` (PLForge-format records over Spider databases), :mod:`.describe` and
 :mod:`.prompt` (what the model sees), :mod:`.state` (snapshots and their canonical form),
-:mod:`.judge` (the call-suite judge), :mod:`.oracle_restore` (clean state after Oracle's
+:mod:`.judge` (the call-suite judge), :mod:`.dialects` (what differs per dialect: prompt words,
+call forms, the judge's :mod:`.access`), :mod:`.oracle_restore` (clean state after Oracle's
 commits), :mod:`.failure_types` (ProcArena §5.5), :mod:`.metrics` (EX per subscenario and
 dialect), :mod:`.validate` (``plsqlbench validate`` checks). See docs/procarena.md.
 """

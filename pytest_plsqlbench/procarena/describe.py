@@ -16,9 +16,9 @@ from sqlglot import exp
 from sqlglot.errors import SqlglotError
 
 from ..scripts import split
+from .dialects import adapter_for
 
 SAMPLE_VALUES = 3
-_READ = {"postgres": "postgres", "oracle": "oracle"}
 
 
 @dataclass
@@ -53,7 +53,7 @@ def _create(stmt: exp.Create, dialect: str) -> Table | None:
     for item in schema.expressions:
         if isinstance(item, exp.ColumnDef):
             kind = item.args.get("kind")
-            col = Column(item.name.lower(), kind.sql(dialect=_READ[dialect]) if kind else "")
+            col = Column(item.name.lower(), kind.sql(dialect=adapter_for(dialect).sqlglot) if kind else "")
             for cons in item.args.get("constraints") or []:
                 c = cons.args.get("kind")
                 if isinstance(c, exp.PrimaryKeyColumnConstraint):
@@ -132,7 +132,7 @@ def tables_of(script: str, dialect: str) -> list[Table]:
         if stmt.first_word == "CREATE" and not is_table:
             continue  # indexes, views, sequences: not part of the description
         try:
-            tree = sqlglot.parse_one(stmt.text, read=_READ[dialect])
+            tree = sqlglot.parse_one(stmt.text, read=adapter_for(dialect).sqlglot)
         except SqlglotError:
             tree = None
         if is_table:

@@ -85,10 +85,3 @@ def of_gold_run(run: GoldRun, rule: str = "procarena") -> str | None:
     if not st.diff(run.clean, run.calls[-1].state):
         return "gold changes nothing: the final state equals the clean one"
     return None
-
-
-def do_nothing(signature: str, dialect: str) -> str:
-    """A procedure with the task's signature that does nothing (the validator runs it)."""
-    if dialect == "postgres":
-        return f"CREATE OR REPLACE PROCEDURE {signature}\nLANGUAGE plpgsql AS $$\nBEGIN\n  NULL;\nEND;\n$$;"
-    return f"CREATE OR REPLACE PROCEDURE {signature} IS\nBEGIN\n  NULL;\nEND;\n/"

@@ -12,31 +12,28 @@ calls a ``-k`` deselected still run first). PostgreSQL: gold and the candidate e
 server of their own, started from a pristine copy of the task's database (:mod:`..dialects.pg_pristine`):
 a rollback leaves row versions, statistics, sizes, sequences and transaction ids behind, and none
 of gold's can reach the candidate's server (docs/security.md). Oracle, where calls may COMMIT and
-DDL commits: the clean state is restored after every run (:mod:`.oracle_restore`).
+DDL commits: the clean state is restored after every run (:mod:`.oracle_restore`). Each dialect's
+part is its adapter's :class:`~.access.Access` (:mod:`.dialects`).
 """
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
-import logging
 import weakref
 from dataclasses import dataclass, field
 from typing import Any
 
 from .. import outcomes
 from ..dialects.base import Backend, DbError, Execution
-from ..dialects.postgres import PostgresBackend
 from ..judges import Judge, JudgeContext
 from ..outcomes import TestOutcome
 from ..tasks import Task, UnitTest
 from . import failure_types as ft
 from . import hollow
 from . import state as st
+from .access import Access
+from .dialects import adapter_for
 
-log = logging.getLogger(__name__)
-
-SCRATCH_PG = "answers"
 #: The unit-test kind of every call (``call-1`` ... ``call-N``).
 KIND = "procarena-state"  # = loader.KIND
 
@@ -78,209 +75,9 @@ def _gold_key(task: Task) -> str:
     return hashlib.sha256("\x00".join(parts).encode()).hexdigest()
 
 
-# --------------------------------------------------------------------------- dialect access
-class Access:
-    """What the judge needs from a dialect beyond Session.run: write grants, snapshots, restore."""
-
-    def __init__(self, backend: Backend, task: Task) -> None:
-        self.backend = backend
-        self.task = task
-        self.schema = str(task.metadata.get("schema") or task.metadata.get("database"))
-
-    def prepare(self) -> None: ...
-
-    def grant_writes(self) -> None:
-        """The candidate may write the task schema's tables (granted once per worker and schema)."""
-        done = self.backend.judge_cache.setdefault("procarena-writable", set())
-        if self.schema.lower() not in done:
-            self.backend.allow_writes([self.schema])
-            done.add(self.schema.lower())
-
-    def begin(self) -> None:
-        """Right after the session's begin_task: set up the run's scope (e.g. search_path)."""
-
-    def snapshot(self) -> st.State:
-        raise NotImplementedError
-
-    def restore(self) -> None:
-        """After a run (gold's or the candidate's): bring the database back to the clean state."""
-
-    def before_candidate(self) -> None:
-        """Between gold's scope and the candidate's (outside any task scope)."""
-        self.fresh_scope()
-
-    def fresh_scope(self) -> None:
-        """Before a contender's scope (gold's, the candidate's, B2's gate, an Interactive episode):
-        make the next scope start from the task's clean state as no earlier scope left it."""
-
-    def end_scope(self) -> None:
-        """After the contender runs that :meth:`fresh_scope` started (outside any task scope)."""
-
-    def scratch_prefix(self) -> str:
-        """State keys of tables in the candidate's own schema (``answers.``)."""
-        return self.backend.candidate_schema.lower() + "."
-
-    def hold(self) -> None:
-        """Keep the task's tables to this worker for the task (a database workers share)."""
-
-    def release(self) -> None: ...
-
-
-class PostgresAccess(Access):
-    """Each contender scope on a fresh copy of the task's pristine database (an embedded server);
-    elsewhere (``--plsql-db=dsn|container``) on the worker's database, which a rollback does not
-    leave as it found it (warned once, docs/security.md)."""
-
-    pristine: Any = None
-
-    #: The shared server's sequences as the task found them (``nextval`` is not rolled back).
-    sequences: tuple[tuple[str, str, Any, bool], ...] = ()
-
-    def pg(self) -> PostgresBackend:
-        """The backend with what only PostgreSQL has: pristine copies, the psycopg admin connection."""
-        if not isinstance(self.backend, PostgresBackend):
-            raise TypeError(f"PostgresAccess needs a PostgresBackend, not {type(self.backend).__name__}")
-        return self.backend
-
-    def prepare(self) -> None:
-        store = self.backend.pristines if isinstance(self.backend, PostgresBackend) else None
-        if store is None or not store.available:
-            _warn_shared_server()
-            self.grant_writes()
-            self.sequences = self._sequences()
-            return
-        from ..dialects.pg_pristine import key_of
-
-        fixtures, schema = tuple(self.task.fixtures), self.schema
-
-        def build(builder: Any) -> None:
-            builder.ensure_fixtures(fixtures)
-            builder.allow_writes([schema])
-
-        self.pristine = store.pristine(key_of("procarena", schema, *(f.key for f in fixtures)), build)
-
-    def _sequences(self) -> tuple[tuple[str, str, Any, bool], ...]:
-        """Where each sequence of the task's schema stands (read as the superuser)."""
-        from psycopg import sql as pgsql
-
-        admin = self.pg().admin
-        assert admin is not None
-        found = admin.execute("SELECT schemaname, sequencename FROM pg_catalog.pg_sequences WHERE schemaname = %s",
-                              (self.schema,)).fetchall()
-        out = []
-        for schema, name in found:
-            row = admin.execute(pgsql.SQL("SELECT last_value, is_called FROM {}.{}").format(
-                pgsql.Identifier(schema), pgsql.Identifier(name))).fetchone()
-            assert row is not None  # one row, always
-            last, called = row
-            out.append((schema, name, last, called))
-        return tuple(out)
-
-    def restore(self) -> None:
-        """The shared server: sequences back where the task found them (a rollback leaves them
-        advanced, so the answer would start where gold stopped)."""
-        if not self.sequences:
-            return
-        from psycopg import sql as pgsql
-
-        admin = self.pg().admin
-        assert admin is not None
-        for schema, name, last, called in self.sequences:
-            admin.execute(pgsql.SQL("SELECT pg_catalog.setval({}, %s, %s)").format(
-                pgsql.Literal(f"{pgsql.Identifier(schema).as_string(admin)}.{pgsql.Identifier(name).as_string(admin)}")),
-                (last, called))
-
-    def fresh_scope(self) -> None:
-        if self.pristine is not None:
-            backend = self.pg()
-            backend.serve(backend.pristines.copy(self.pristine))
-
-    def end_scope(self) -> None:
-        if self.pristine is not None:
-            self.pg().serve(None)
-
-    def release(self) -> None:
-        self.end_scope()
-
-    def begin(self) -> None:
-        path = self.task.metadata.get("search_path")
-        if path:  # PLForge: unqualified table names resolve in the Spider schema
-            from psycopg import sql as pgsql
-
-            session = self.backend.session()
-            statement = pgsql.SQL("SET LOCAL search_path = {}").format(
-                pgsql.SQL(", ").join(pgsql.Identifier(s) for s in [SCRATCH_PG, *path, "public", "pg_temp"])
-            ).as_string(session.connection)
-            # Kept by the session across its reset of pinned settings after each install.
-            session.pin_setting(statement)
-
-    def snapshot(self) -> st.State:
-        conn = self.backend.session().connection
-        return st.pg_snapshot(conn, [self.schema, SCRATCH_PG])
-
-
-class OracleAccess(Access):
-    #: The task's hold on its schema (:meth:`hold`), until :meth:`release`.
-    _held: contextlib.ExitStack[bool | None] | None = None
-
-    def prepare(self) -> None:
-        from .oracle_restore import Restorer
-
-        self.grant_writes()
-        self.restorer = Restorer.for_backend(self.backend, self.schema)
-        self._synonyms(create=True)
-
-    def _synonyms(self, create: bool) -> None:
-        """PLForge: the Spider owner's tables under their bare names in the candidate schema
-        (made outside the task scopes, so both gold's and the answer's scope see them)."""
-        path = self.task.metadata.get("search_path")
-        if not path:
-            return
-        from .oracle_restore import TABLES_SQL, ora_quote
-
-        session = self.backend.session()
-        owner = str(path[0]).upper()
-        for (table,) in self.backend.admin_sql(TABLES_SQL, [owner]):
-            if create:
-                session.harness_sql(f"CREATE OR REPLACE SYNONYM {ora_quote(table)} FOR {ora_quote(owner)}.{ora_quote(table)}")
-            else:
-                session.harness_sql(f"BEGIN EXECUTE IMMEDIATE 'DROP SYNONYM {ora_quote(table)}'; EXCEPTION WHEN OTHERS THEN NULL; END;")
-
-    def snapshot(self) -> st.State:
-        session = self.backend.session()
-        return st.ora_snapshot(session.connection, [self.schema, self.backend.candidate_schema])
-
-    def hold(self) -> None:
-        if self._held is None:
-            self._held = contextlib.ExitStack()
-            self._held.enter_context(self.restorer.exclusive(self.backend))
-
-    def release(self) -> None:
-        held, self._held = self._held, None
-        try:
-            self._synonyms(create=False)
-        finally:
-            if held is not None:
-                held.close()
-
-    def restore(self) -> None:
-        self.restorer.restore()
-
-
-_warned_shared: set[str] = set()
-
-
-def _warn_shared_server() -> None:
-    if "pg" not in _warned_shared:
-        _warned_shared.add("pg")
-        log.warning("ProcArena on a PostgreSQL server the harness does not run itself (--plsql-db=dsn or "
-                    "container): gold and the answer share the worker's database, and what a rolled-back "
-                    "run leaves (row versions, statistics, transaction ids) is readable by the next one; "
-                    "use --plsql-db=embedded for scores that hold against a hostile answer (docs/security.md)")
-
-
 def access_for(backend: Backend, task: Task) -> Access:
-    return PostgresAccess(backend, task) if backend.dialect == "postgres" else OracleAccess(backend, task)
+    """The judge's access to ``task``'s schema, from the backend's dialect's adapter."""
+    return adapter_for(backend.dialect).access(backend, task)
 
 
 # --------------------------------------------------------------------------- the judge

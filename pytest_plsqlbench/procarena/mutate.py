@@ -42,7 +42,7 @@ from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
 
 from .. import outcomes
-from ..scripts import _tokens
+from .dialects import adapter_for
 
 #: How the runner words an answer that did not install (runner.TaskRun).
 INSTALL_FAILED = "the answer failed to install"
@@ -124,7 +124,7 @@ def _kind(ttype: object, value: str) -> str:
 
 def lex(code: str, dialect: str) -> list[Tok]:
     """Tokens of ``code`` with their offsets; a PostgreSQL ``$$`` body is lexed in place."""
-    raw = _tokens(code, oracle=dialect == "oracle")
+    raw = adapter_for(dialect).tokens(code)
     if "".join(v for _, v in raw) != code:
         raise MutationError("the lexer does not cover the code exactly (non-ASCII text in PL/pgSQL?)")
     out: list[Tok] = []
@@ -147,7 +147,7 @@ def lex(code: str, dialect: str) -> list[Tok]:
 
 def _body_ranges(toks: list[Tok], dialect: str) -> list[tuple[int, int]]:
     """Index ranges of significant tokens that hold procedural code (not the header)."""
-    if dialect == "postgres":
+    if adapter_for(dialect).quoted_bodies:
         tags = [i for i, t in enumerate(toks) if t.kind == "other" and t.text.startswith("$")]
         return [(tags[k] + 1, tags[k + 1]) for k in range(0, len(tags) - 1, 2)]
     ranges = []

@@ -28,21 +28,26 @@ import json
 import logging
 import re
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from ..datasources import data_cache_dir, resolve
+from ..datasources import resolve
 from ..errors import DataError, UsageError
 from ..manifests import Manifest, discover
 from ..settings import Settings
 from ..tasks import Fixture, Task, Turn, UnitTest
 from . import JUDGE
 from .describe import describe_fixture
+from .dialects import Adapter, adapter_for
 from .hollow import gold_prints, output_request
 from .judge import JUDGING
 from .loader import KIND, note_hollow
 from .prompt import render
+
+if TYPE_CHECKING:  # Spider's modules load with the first PLForge subset, not with the plugin
+    from ..spider.dialects import SpiderDialect
+    from ..spider.schema import Catalog
 
 LOADER = "plforge"
 #: What loading left out and why: shown on the terminal by :mod:`..loading`.
@@ -66,7 +71,7 @@ def read_records(path: Path) -> list[dict[str, Any]]:
     return data
 
 
-def _check(rec: Any, n: int, path: Path, dialect: str) -> tuple[str, str, list[str], str, list[str], str]:
+def _check(rec: Any, n: int, path: Path, adapter: Adapter) -> tuple[str, str, list[str], str, list[str], str]:
     where = f"{path} record {n}"
     if not isinstance(rec, dict):
         raise DataError(f"{where}: must be an object with text, plsql, call, database, table")
@@ -78,12 +83,9 @@ def _check(rec: Any, n: int, path: Path, dialect: str) -> tuple[str, str, list[s
         calls = [calls]
     if not isinstance(calls, list) or not calls or not all(isinstance(c, str) and c.strip() for c in calls):
         raise DataError(f"{where}: field 'call' must be a non-empty list of call statements")
-    oracle_form = all(c.strip().upper().startswith(("BEGIN", "DECLARE")) for c in calls)
-    pg_form = all(c.strip().upper().startswith("CALL") for c in calls)
-    if dialect == "postgres" and not pg_form:
-        raise DataError(f"{where}: field 'call' holds Oracle blocks; run it with --plsql-dialect=oracle")
-    if dialect == "oracle" and not (oracle_form or pg_form):
-        raise DataError(f"{where}: field 'call': expected 'BEGIN sp(...); END;' blocks")
+    problem = adapter.plforge_call_problem(calls)
+    if problem:
+        raise DataError(f"{where}: {problem}")
     m = _PROC.search(rec["plsql"])
     if not m:
         raise DataError(f"{where}: field 'plsql' must create a PROCEDURE")
@@ -152,7 +154,7 @@ def case_renames(script: str, schema: str, records: list[dict[str, Any]], dialec
         return []
     out = []
     qualified = pg_ident(schema) if schema != schema.lower() else schema
-    for table in tables_of(script, "postgres"):
+    for table in tables_of(script, dialect):
         bare = table.name.split(".")[-1].strip('"')
         name = f"{qualified}.{pg_ident(bare) if bare != bare.lower() else bare}"
         for col in table.columns:
@@ -163,10 +165,25 @@ def case_renames(script: str, schema: str, records: list[dict[str, Any]], dialec
     return out
 
 
+def _database(catalog: Catalog, owner: str, dialect: SpiderDialect, cache: Path | None,
+              records: list[dict[str, Any]]) -> tuple[Fixture, str, list[str]]:
+    """``owner``'s Spider schema as the records' gold names it: (fixture, schema, renames)."""
+    base, _ = dialect.fixture(catalog, owner, cache)
+    schema = dialect.schema_name(owner)
+    renames = case_renames(base.script, schema, records, dialect.name) if dialect.folds_names else []
+    if not renames:
+        return base, schema, []
+    return Fixture(
+        key=f"{base.key}:case:{hashlib.sha256(chr(10).join(renames).encode()).hexdigest()[:12]}",
+        script=base.script + "\n-- names as PLForge's gold quotes them\n" + "\n".join(renames) + "\n",
+        description=base.description), schema, renames
+
+
 def load(manifest: Manifest, settings: Settings, left_out: list[str] | None = None) -> list[Task]:
     """The records' tasks; those asking for what no call can judge are left out, each appended
     to ``left_out`` as "id: why" when a list is given."""
-    from ..spider.schema import Catalog, pg_ident
+    from ..spider.dialects import dialect_for
+    from ..spider.schema import Catalog
 
     path = resolve(manifest, settings.data)
     records = read_records(path)
@@ -175,7 +192,9 @@ def load(manifest: Manifest, settings: Settings, left_out: list[str] | None = No
         raise UsageError(f"{manifest.path}: options.databases names no known subset manifest (the Spider release)")
     root = resolve(spider, settings.data)
     catalog = Catalog.spider(root)
-    cache = data_cache_dir(settings.data) if settings.database.dialect == "postgres" else None
+    adapter = adapter_for(settings.database.dialect)
+    spider_dialect = dialect_for(settings.database.dialect)
+    cache = spider_dialect.cache_dir(settings.data)
     mode = str(manifest.options.get("judging") or "plforge")
     if mode not in JUDGING:
         raise UsageError(f"{manifest.path}: options.judging must be one of {list(JUDGING)}, not {mode!r}")
@@ -183,12 +202,13 @@ def load(manifest: Manifest, settings: Settings, left_out: list[str] | None = No
     for rec in records:
         if isinstance(rec, dict) and isinstance(rec.get("database"), str):
             by_db.setdefault(rec["database"].lower(), []).append(rec)
-    pg_fixtures: dict[str, tuple[Fixture, list[str]]] = {}
+    #: Owner -> its fixture (with PLForge's spelling of names), schema and the renames that made it.
+    databases: dict[str, tuple[Fixture, str, list[str]]] = {}
     tasks = []
     left_out = left_out if left_out is not None else []
     seen: set[str] = set()
     for n, rec in enumerate(records, 1):
-        text, gold, calls, procedure, tables, task_id = _check(rec, n, path, settings.database.dialect)
+        text, gold, calls, procedure, tables, task_id = _check(rec, n, path, adapter)
         why = output_request(text) or gold_prints(gold)
         if why:  # the judge could not see part of what the record asks: left out, and counted
             left_out.append(f"{task_id}: {why}")
@@ -207,23 +227,13 @@ def load(manifest: Manifest, settings: Settings, left_out: list[str] | None = No
             schema = rec["database"].lower()
         else:
             owner = owners[0]
-            if settings.database.dialect == "postgres":
-                schema = pg_ident(owner).strip('"')
-                if owner not in pg_fixtures:
-                    base = catalog.postgres_fixture(owner, cache).fixture
-                    renames = case_renames(base.script, schema, by_db.get(rec["database"].lower(), []), "postgres")
-                    fixture = base if not renames else Fixture(
-                        key=f"{base.key}:case:{hashlib.sha256(chr(10).join(renames).encode()).hexdigest()[:12]}",
-                        script=base.script + "\n-- names as PLForge's gold quotes them\n" + "\n".join(renames) + "\n",
-                        description=base.description)
-                    pg_fixtures[owner] = (fixture, renames)
-                fixtures = (pg_fixtures[owner][0],)
-            else:
-                fixtures = (catalog.oracle_fixture(owner),)
-                schema = owner
+            if owner not in databases:
+                databases[owner] = _database(catalog, owner, spider_dialect, cache,
+                                             by_db.get(rec["database"].lower(), []))
+            fixture, schema, renamed = databases[owner]
+            fixtures = (fixture,)
             meta["search_path"] = [schema]
-            description = describe_fixture(fixtures[0].script, settings.database.dialect)
-            renamed = pg_fixtures.get(owner, (None, []))[1] if settings.database.dialect == "postgres" else []
+            description = describe_fixture(fixture.script, settings.database.dialect)
             if renamed:
                 description += "\n\nNames in mixed case (write them in double quotes): " + ", ".join(
                     r.rsplit(" TO ", 1)[1].rstrip(";") for r in renamed)

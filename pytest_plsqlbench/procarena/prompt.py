@@ -9,9 +9,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from .dialects import adapter_for
 from .spec import Material
-
-DIALECT_NAMES = {"postgres": "PostgreSQL (PL/pgSQL)", "oracle": "Oracle (PL/SQL)"}
 
 
 def render(
@@ -25,6 +24,7 @@ def render(
     materials: Sequence[Material] = (),
     schema: str | None = None,
 ) -> str:
+    adapter = adapter_for(dialect)
     where = f" in schema `{schema}`" if schema else ""
     rules = [
         f"Create it with CREATE OR REPLACE PROCEDURE {procedure}(...), without a schema prefix.",
@@ -32,10 +32,10 @@ def render(
         "Do not COMMIT or ROLLBACK: the caller owns the transaction.",
         "Create no tables of your own: every table is part of the database state that is checked.",
         "Raise an error where the requirement says the call must fail"
-        + (" (RAISE EXCEPTION)." if dialect == "postgres" else " (RAISE_APPLICATION_ERROR)."),
+        + f" ({adapter.raise_statement}).",
     ]
     parts = [
-        f"Write one stored procedure for the {DIALECT_NAMES[dialect]} database `{database}`.",
+        f"Write one stored procedure for the {adapter.label} database `{database}`.",
         "",
         "## Requirement",
         requirement.strip(),

@@ -20,6 +20,7 @@ from ..errors import UsageError
 from ..manifests import yaml_error
 from ..tasks import DIALECTS
 from . import SCENARIOS
+from .dialects import adapter_for
 
 _LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 _ID = re.compile(r"^(postgres|oracle)_([ab][1-5])_(\d{3,})$")
@@ -145,12 +146,12 @@ def _materials(raw: Any, where: str) -> tuple[Material, ...]:
 def _calls(raw: Any, dialect: str, where: str) -> tuple[str, ...]:
     if not isinstance(raw, list) or len(raw) < MIN_CALLS or not all(isinstance(c, str) and c.strip() for c in raw):
         raise SpecError(f"{where}: field 'calls' must be a non-empty list of call statements")
+    adapter = adapter_for(dialect)
     for n, call in enumerate(raw, 1):
         first = call.strip().split(None, 1)[0].upper()
-        want = ("CALL",) if dialect == "postgres" else ("BEGIN", "CALL", "DECLARE")
-        if first not in want:
-            form = "CALL p(...);" if dialect == "postgres" else "BEGIN p(...); END;"
-            raise SpecError(f"{where}: field 'calls' item {n}: a {dialect} call is written {form}, got {call.strip()[:40]!r}")
+        if first not in adapter.call_words:
+            raise SpecError(f"{where}: field 'calls' item {n}: a {dialect} call is written {adapter.call_form}, "
+                            f"got {call.strip()[:40]!r}")
     return tuple(c.strip() for c in raw)
 
 

@@ -30,6 +30,7 @@ from ..settings import Settings
 from . import hollow
 from . import mutate as mt
 from . import state as st
+from .dialects import adapter_for
 from .evaluation import evaluate
 from .judge import _gold_key
 from .loader import load, spec_of
@@ -69,7 +70,7 @@ def check_task(backend, task) -> list[str]:  # noqa: ANN001 - Backend, Task
     if why and "changes nothing" not in why:
         problems.append(f"{task.id}: hollow task: {why}")
     problems += [f"{task.id}: hollow task: {why}" for why in hollow.spec_problems(spec)]
-    if all(o.passed for o in evaluate(backend, task, hollow.do_nothing(spec.signature, spec.dialect))):
+    if all(o.passed for o in evaluate(backend, task, adapter_for(spec.dialect).do_nothing(spec.signature))):
         problems.append(f"{task.id}: hollow task: a procedure that does nothing passes every call")
     for mutant in spec.mutants:
         if all(o.passed for o in evaluate(backend, task, mutant.code)):

@@ -27,16 +27,13 @@ from sqlglot import exp
 from sqlglot.errors import SqlglotError
 
 from ..collect import marker_name
-from ..datasources import data_cache_dir
 from ..errors import DataError
 from ..manifests import Manifest
 from ..settings import Settings
 from ..tasks import Fixture, Task, Turn, UnitTest
 from . import release
-from .plpgsql import TranslateError, translate_reference
-from .prompts import postgres_prompt
+from .dialects import dialect_for
 from .schema import Catalog
-from .transpile import TranspileError, to_postgres
 
 log = logging.getLogger(__name__)
 
@@ -154,7 +151,8 @@ class _Schema:
         self.settings = settings
         self.notes = notes
         self.prompt_scope = prompt_scope
-        self.cache = data_cache_dir(settings.data) if settings.database.dialect == "postgres" else None
+        self.dialect = dialect_for(settings.database.dialect)
+        self.cache = self.dialect.cache_dir(settings.data)
 
     def _adjust(self, owner: str) -> list[str]:
         """Note the owner's load adjustments once; return why it cannot load, if so."""
@@ -201,20 +199,17 @@ class _Schema:
                 self.notes.tables_without_rows.setdefault(t.upper(), self.catalog.why_no_rows(t))
         fixtures = []
         for owner in owners:
-            if self.settings.database.dialect == "oracle":
-                fixtures.append(self.catalog.oracle_fixture(owner))
-            else:
-                pg = self.catalog.postgres_fixture(owner, self.cache)
-                fixtures.append(pg.fixture)
-                if pg.problems:
-                    self.notes.schema_problems[owner] = pg.problems
-                    meta["schema_problems"] = len(pg.problems)
+            fixture, problems = self.dialect.fixture(self.catalog, owner, self.cache)
+            fixtures.append(fixture)
+            if problems:
+                self.notes.schema_problems[owner] = problems
+                meta["schema_problems"] = len(problems)
         keys = (
             tables
             if self.prompt_scope == "tables" or not tables
             else [t.key for o in owners for t in self.catalog.owner_tables(o)]
         )
-        ddl = self.catalog.ddl_text(keys, self.settings.database.dialect)
+        ddl = self.catalog.ddl_text(keys, self.dialect.table_ddl)
         return tuple(fixtures), ddl or None, meta
 
 
@@ -266,25 +261,8 @@ def _spider(manifest: Manifest, settings: Settings, root: Path, schema: _Schema)
         fixtures, ddl, meta = schema.resolve(tables, db_id)
         reference = row.get("reference_answer") if isinstance(row.get("reference_answer"), str) else None
         ordered, columns = gold_shape(gold)
-        gold_sql = gold.strip().rstrip(";")
-        prompt = question
         meta.update({"db_id": db_id, "tables": tables, "instance_id": iid})
-        if settings.database.dialect == "postgres":
-            prompt = postgres_prompt(question)
-            try:
-                gold_sql = to_postgres(gold)
-                meta["gold_transpiled"] = True
-            except TranspileError as exc:
-                meta["gold_transpiled"] = False
-                meta.setdefault("not_runnable", f"the gold SQL does not transpile to PostgreSQL: {exc}")
-            if reference is not None:
-                try:
-                    reference = translate_reference(reference)
-                    meta["reference_translated"] = True
-                except TranslateError as exc:
-                    meta["reference_translated"] = False
-                    meta["reference_translation_error"] = str(exc)
-                    reference = None
+        prompt, gold_sql, reference = schema.dialect.spider_task(question, gold, reference, meta)
         options: dict[str, Any] = {"gold_sql": gold_sql, "ordered": ordered}
         if columns:
             options["columns"] = columns

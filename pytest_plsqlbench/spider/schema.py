@@ -20,7 +20,7 @@ import logging
 import os
 import re
 import tempfile
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -323,22 +323,15 @@ class Catalog:
         return sorted(k for k in self.inserts if k not in self.tables)
 
     # ----------------------------------------------------------------- prompts
-    def ddl_text(self, keys: Iterable[str], dialect: str) -> str:
-        """The DDL of the given tables as the model sees it (Oracle as published)."""
+    def ddl_text(self, keys: Iterable[str], render: Callable[[Table, frozenset[str]], list[str]]) -> str:
+        """The DDL of the given tables as the model sees it, each table's statements from
+        ``render`` (the dialect's :meth:`~.dialects.SpiderDialect.table_ddl`)."""
+        names = frozenset(self.tables)
         out = []
         for key in keys:
             table = self.tables.get(_key(key))
-            if table is None:
-                continue
-            if dialect == "oracle":
-                out.append(table.ddl + ";")
-            else:
-                try:
-                    create, alters = ddl_to_postgres(table.ddl, frozenset(self.tables), pretty=True)
-                except TranspileError:
-                    continue
-                out.append(create + ";")
-                out.extend(a.replace(" NOT VALID", "") + ";" for a in alters)
+            if table is not None:
+                out.extend(render(table, names))
         return "\n\n".join(out)
 
     # ----------------------------------------------------------------- fixtures

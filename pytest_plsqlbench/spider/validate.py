@@ -17,6 +17,7 @@ from ..manifests import discover
 from ..runner import open_backend
 from ..settings import Settings
 from . import build
+from .dialects import dialect_for
 
 log = logging.getLogger(__name__)
 
@@ -85,9 +86,10 @@ def validate_subset(settings: Settings, subset_name: str) -> tuple[list[str], bo
                     failures.append(f"{task.id}: {result.error.short()}")
                     errors[result.error.code or result.error.failure_class] += 1
     with_schema = len(tasks) - len(absent)
-    if settings.database.dialect == "postgres":
+    translated_to = dialect_for(settings.database.dialect).translated_to
+    if translated_to:
         lines.append(
-            f"  gold queries transpiled to PostgreSQL: {with_schema - sum(1 for t in untranspiled if t not in absent)}"
+            f"  gold queries transpiled to {translated_to}: {with_schema - sum(1 for t in untranspiled if t not in absent)}"
             f" of {with_schema} with their schema ({len(tasks) - len(untranspiled)} of {len(tasks)} overall)"
         )
     lines.append(

@@ -31,6 +31,7 @@ from ...episode import Episode as Rollout
 from ...errors import InfrastructureError
 from ...generation.client import Completion
 from ...tasks import Task
+from ..dialects import adapter_for
 from .budget import MALFORMED, Budget, BudgetRule
 from .cache import Stored
 from .simulator import Simulator
@@ -210,7 +211,7 @@ class InteractiveEpisode(Rollout):
 
     def messages(self) -> list[dict[str, Any]]:
         system = SYSTEM.format(
-            dialect="PL/pgSQL (PostgreSQL)" if self.dialect == "postgres" else "Oracle PL/SQL",
+            dialect=adapter_for(self.dialect).language,
             limit=self.budget.limit, prices=", ".join(f"{n} {c:g}" for n, c in self.protocol.prices.items() if n in NAMES),
             malformed=self.budget.price(MALFORMED), max_steps=self.protocol.max_steps)
         return [{"role": "system", "content": system}, {"role": "user", "content": self.prompt}]

@@ -22,6 +22,7 @@ from ... import outcomes
 from ...dialects.base import Backend
 from ...tasks import Task
 from ..describe import Table, describe, tables_of
+from ..dialects import adapter_for
 from ..judge import access_for
 from ..spec import HOLDERS
 
@@ -240,7 +241,7 @@ class Environment:
     def _sample_rows(self, table: str, limit: int = SAMPLE_DEFAULT) -> str:
         t = self.table(table)
         n = max(1, min(int(limit), SAMPLE_MAX))
-        tail = f"LIMIT {n}" if self.task.dialect == "postgres" else f"FETCH FIRST {n} ROWS ONLY"
+        tail = adapter_for(self.task.dialect).row_limit(n)
         done, overran = self._run(f"SELECT * FROM {t.name} ORDER BY 1 {tail}", isolated=True, phase="test")
         if done.error is not None:
             return overran or f"error: {done.error.short()}"
