@@ -267,25 +267,38 @@ def measure(run: Callable[[str, bool], Run], contenders: Mapping[str, str], repe
     return out
 
 
+def _pg_bench(backend: Backend, spec: Any, hold: bool, fixtures: Sequence[Any] | None) -> Any:
+    b2 = spec.b2
+    if fixtures is not None and isinstance(backend, PostgresBackend) and backend.pristines.available:
+        from .fresh import PgFreshBench
+
+        return PgFreshBench(backend, spec.schema, spec.calls, b2.scale_rows, b2.scale, fixtures)
+    return PgBench(backend, spec.schema, spec.calls, b2.scale_rows, b2.scale)
+
+
+def _ora_bench(backend: Backend, spec: Any, hold: bool, fixtures: Sequence[Any] | None) -> Any:
+    from .oracle import OraBench
+
+    b2 = spec.b2
+    return OraBench(backend, spec.schema, spec.calls, b2.scale_rows, b2.scale, hold=hold)
+
+
+#: The bench of each dialect B2 can time (``bench_for``): the one place that names them.
+BENCHES: dict[str, Callable[[Backend, Any, bool, Sequence[Any] | None], Any]] = {
+    "postgres": _pg_bench, "oracle": _ora_bench}
+
+
 def bench_for(backend: Backend, spec: Any, *, hold: bool = False, fixtures: Sequence[Any] | None = None) -> Any:
     """The bench of ``backend``'s dialect for a B2 task (``spec``: its ProcSpec). ``hold``:
     keep the task's schema to this worker (outside a task run, where the call-suite judge does
     not hold it already; only a database workers share needs it). PostgreSQL: on the embedded
     server (with the task's ``fixtures``) every run on a fresh pristine copy
     (:class:`.fresh.PgFreshBench`); on a ``--plsql-dsn`` server one transaction whose tables are
-    refilled into fresh files before every run (:class:`PgBench`)."""
-    b2 = spec.b2
-    if backend.dialect == "postgres":
-        if fixtures is not None and isinstance(backend, PostgresBackend) and backend.pristines.available:
-            from .fresh import PgFreshBench
-
-            return PgFreshBench(backend, spec.schema, spec.calls, b2.scale_rows, b2.scale, fixtures)
-        return PgBench(backend, spec.schema, spec.calls, b2.scale_rows, b2.scale)
-    if backend.dialect == "oracle":
-        from .oracle import OraBench
-
-        return OraBench(backend, spec.schema, spec.calls, b2.scale_rows, b2.scale, hold=hold)
-    raise NotMeasured(f"B2 timing is not available on {backend.dialect}")
+    refilled into fresh files before every run (:class:`PgBench`). Oracle: :class:`.oracle.OraBench`."""
+    make = BENCHES.get(backend.dialect)
+    if make is None:
+        raise NotMeasured(f"B2 timing is not available on {backend.dialect} (it is on {', '.join(sorted(BENCHES))})")
+    return make(backend, spec, hold, fixtures)
 
 
 # --------------------------------------------------------------------------- PostgreSQL
