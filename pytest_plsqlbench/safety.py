@@ -35,7 +35,7 @@ from sqlparse import tokens as T
 
 from .dialects.lexicons import rules_for
 from .lexicon import Lexicon, SafetyRules, ScanToken
-from .scripts import _PG_TYPES, split, tokens
+from .scripts import _PG_TYPES, lexicon_of, split, tokens
 from .settings import DatabaseSettings
 from .tasks import Task
 
@@ -284,7 +284,7 @@ def _lex_tokens(text: str, lexicon: Lexicon | str, line0: int) -> list[_Tok]:
     """Significant tokens of ``text`` from the splitter's tokens (``lexicon`` may be a dialect's name)."""
     out: list[_Tok] = []
     line = line0
-    toks = tokens(text, rules_for(lexicon)[0] if isinstance(lexicon, str) else lexicon)
+    toks = tokens(text, lexicon_of(lexicon))
     prev_q = False
     for ttype, value in toks:
         blank, symbol, literal, string, number, punct, name = _token_class(ttype)

@@ -304,20 +304,23 @@ _CLIENT_LINE = re.compile(r"^[ \t]*[/\\]", re.M)
 def split(script: str, dialect: str | Lexicon) -> list[Statement]:
     """Split ``script`` into statements following the client rules of ``dialect`` (a name: its
     :class:`Lexicon` is looked up)."""
-    lexicon = rules_for(dialect)[0] if isinstance(dialect, str) else dialect
-    if lexicon.slices is not None and len(script) > FAST_TOKENIZER_FROM:
-        fast = _split_large(script, lexicon.slices)
-        if fast is not None:
-            return fast
     if len(script) > FAST_TOKENIZER_FROM:
-        return list(_split(script, lexicon))  # not kept: data scripts run once
-    return list(_split_cached(script, lexicon))
+        lexicon = lexicon_of(dialect)
+        fast = _split_large(script, lexicon.slices) if lexicon.slices is not None else None
+        return fast if fast is not None else list(_split(script, lexicon))  # not kept: data scripts run once
+    return list(_split_cached(script, dialect))
+
+
+def lexicon_of(dialect: str | Lexicon) -> Lexicon:
+    """``dialect``'s :class:`Lexicon` (a name is looked up; a Lexicon is itself)."""
+    return rules_for(dialect)[0] if isinstance(dialect, str) else dialect
 
 
 @functools.lru_cache(maxsize=32)
-def _split_cached(script: str, lexicon: Lexicon) -> tuple[Statement, ...]:
-    """An answer is split by the safety check and again to install it (statements are immutable)."""
-    return tuple(_split(script, lexicon))
+def _split_cached(script: str, dialect: str | Lexicon) -> tuple[Statement, ...]:
+    """An answer is split by the safety check and again to install it (statements are immutable).
+    Keyed by what the caller passed: a hit costs no lookup."""
+    return tuple(_split(script, lexicon_of(dialect)))
 
 
 def _split_large(script: str, slices: Callable[[str], Sequence[slice]]) -> list[Statement] | None:

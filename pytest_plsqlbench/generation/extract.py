@@ -18,8 +18,8 @@ from __future__ import annotations
 
 import re
 
-from ..dialects.lexicons import rules_for
 from ..lexicon import Lexicon
+from ..scripts import lexicon_of
 
 #: Fence languages that hold SQL (besides any tag containing ``sql``, e.g. ``pl/sql``, ``pl/pgsql``).
 #: An untagged fence counts as SQL when its first line starts like a statement (:func:`_is_code_block`).
@@ -124,7 +124,7 @@ def extract_code(reply: str | None, dialect: str | Lexicon = "oracle") -> str:
     """The code in ``reply`` (possibly empty), for ``dialect`` (a name: its :class:`Lexicon` is looked up)."""
     if not reply:
         return ""
-    lexicon = rules_for(dialect)[0] if isinstance(dialect, str) else dialect
+    lexicon = lexicon_of(dialect)
     text = reply.replace("\r\n", "\n").replace("\r", "\n").lstrip("\ufeff")
     text = _REASONING.sub("", text)
     blocks = _fenced_blocks(text)
