@@ -35,8 +35,8 @@ class ScanToken(Protocol):
 class Lexicon:
     """How a dialect's client tool (psql, SQL*Plus) reads a script.
 
-    Compared and hashed by identity (one instance per dialect): the splitter's cache keys on it
-    for every statement it is asked to split, and a field-by-field hash would cost each call.
+    Compared and hashed by identity (one instance per dialect): the splitter's cache keys on the
+    Lexicon a caller passes, and a field-by-field hash would cost every call.
     """
 
     #: The server's own scanner (PostgreSQL: ``pglast.parser.scan``), raising pglast's
