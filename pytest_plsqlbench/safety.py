@@ -26,14 +26,16 @@ import functools
 import gc
 import logging
 import re
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from pglast import parser as pg_parser
 from sqlparse import tokens as T
 
-from .scripts import _PG_TYPES, _tokens, split
+from .dialects.lexicons import rules_for
+from .lexicon import Lexicon, SafetyRules, ScanToken
+from .scripts import _PG_TYPES, lexicon_of, split, tokens
 from .settings import DatabaseSettings
 from .tasks import Task
 
@@ -44,11 +46,9 @@ RULES = (
     "drop", "alter", "truncate", "write", "create-elsewhere", "privileges", "server-files",
     "programs", "system", "limits", "signals", "transactions", "client",
 )
-SCRATCH = "answers"
 #: Statements, bodies and dynamic-SQL strings read per answer at most.
 MAX_UNITS = 5000
 
-_PG_SCRATCH = {None, SCRATCH, "pg_temp"}
 #: Words that begin a statement inside PL/SQL and PL/pgSQL bodies.
 _BOUNDARY = {None, ";", "BEGIN", "THEN", "ELSE", "LOOP", ">>", "DECLARE"}
 #: Object kinds (the word after CREATE/DROP/ALTER; the two-word ones are matched first).
@@ -144,7 +144,7 @@ class _Tok:
 
 @dataclass
 class _Context:
-    dialect: str
+    rules: SafetyRules
     entry: set[tuple[str, str]]
     created: set[tuple[str, str]] = field(default_factory=set)
     #: The answer creates temporary tables: a DROP TABLE of a name built at run time (``EXECUTE
@@ -169,13 +169,13 @@ def _token_class(ttype: object) -> tuple[bool, bool, bool, bool, bool, bool, boo
     )
 
 
-def _lex(text: str, dialect: str, line0: int) -> list[_Tok]:
+def _lex(text: str, lexicon: Lexicon, line0: int) -> list[_Tok]:
     """Significant tokens of ``text``; multi-word keywords (``CREATE OR REPLACE``) become words."""
-    if dialect != "oracle":
-        fast = _lex_pg(text, line0)
+    if lexicon.scanner is not None:
+        fast = _lex_pg(text, line0, lexicon.scanner)
         if fast is not None:
             return fast
-    return _lex_tokens(text, dialect, line0)
+    return _lex_tokens(text, lexicon, line0)
 
 
 #: What :func:`_lex_tokens` makes of a PostgreSQL token, by scanner token name, where that does
@@ -192,7 +192,7 @@ SCAN_CHUNK = 64 * 1024
 _CONTINUED = frozenset({"SCONST", "USCONST", "BCONST", "XCONST"})
 
 
-def _continued(toks: list[Any]) -> bool:
+def _continued(toks: Sequence[Any]) -> bool:
     """Whether the next line may still be part of the last token (comments between the parts of
     a string count as blanks: ``'a' -- note`` newline ``'b'`` is one string)."""
     for tok in reversed(toks):
@@ -201,8 +201,8 @@ def _continued(toks: list[Any]) -> bool:
     return False
 
 
-def _pg_chunks(text: str) -> Iterator[tuple[int, list[Any]]]:
-    """PostgreSQL's scanner tokens of ``text``, a piece at a time: ``(offset, tokens)``.
+def _pg_chunks(text: str, scan: Callable[[str], Sequence[ScanToken]]) -> Iterator[tuple[int, Sequence[Any]]]:
+    """The server scanner's tokens of ``text``, a piece at a time: ``(offset, tokens)``.
 
     A piece ends just before a newline, where the scanner is between tokens, so it reads the
     piece as it reads the whole: nothing before is left open (an open string, comment or body
@@ -216,7 +216,7 @@ def _pg_chunks(text: str) -> Iterator[tuple[int, list[Any]]]:
             if end < 0:
                 end = len(text)
             try:
-                toks = pg_parser.scan(text[start:end])
+                toks = scan(text[start:end])
             except pg_parser.ParseError:
                 if end == len(text):
                     raise
@@ -228,8 +228,8 @@ def _pg_chunks(text: str) -> Iterator[tuple[int, list[Any]]]:
         start = end
 
 
-def _lex_pg(text: str, line0: int) -> list[_Tok] | None:
-    """:func:`_lex_tokens` for PostgreSQL in one pass over the server's scanner's tokens.
+def _lex_pg(text: str, line0: int, scan: Callable[[str], Sequence[ScanToken]] = pg_parser.scan) -> list[_Tok] | None:
+    """:func:`_lex_tokens` for a dialect with a scanner, in one pass over the scanner's tokens.
 
     The same tokens, token for token (``tests/test_safety_lexer.py``), without the splitter's
     intermediate token list and a piece of the text at a time: a model's answer is small, but a
@@ -244,7 +244,7 @@ def _lex_pg(text: str, line0: int) -> list[_Tok] | None:
     seen: dict[str, str] = {}  # one string per distinct token text
     words: dict[str, str] = {}  # one upper-cased copy per distinct word
     try:
-        for offset, toks in _pg_chunks(text):
+        for offset, toks in _pg_chunks(text, scan):
             for tok in toks:
                 start, end, name = tok.start + offset, tok.end + offset, tok.name
                 if start > at:
@@ -280,10 +280,11 @@ def _lex_pg(text: str, line0: int) -> list[_Tok] | None:
     return out
 
 
-def _lex_tokens(text: str, dialect: str, line0: int) -> list[_Tok]:
+def _lex_tokens(text: str, lexicon: Lexicon | str, line0: int) -> list[_Tok]:
+    """Significant tokens of ``text`` from the splitter's tokens (``lexicon`` may be a dialect's name)."""
     out: list[_Tok] = []
     line = line0
-    toks = _tokens(text, dialect == "oracle")
+    toks = tokens(text, lexicon_of(lexicon))
     prev_q = False
     for ttype, value in toks:
         blank, symbol, literal, string, number, punct, name = _token_class(ttype)
@@ -347,12 +348,12 @@ def _watched(text: str) -> bool:
     return any(word in upper for word in _WATCHED)
 
 
-def _units(code: str, dialect: str) -> list[list[_Tok]]:
+def _units(code: str, lexicon: Lexicon, rules: SafetyRules) -> list[list[_Tok]]:
     """The answer's statements plus every body and dynamic-SQL string inside them, as token lists
     (those a rule could find something in: :func:`_watched`)."""
     units: list[list[_Tok]] = []
     pending: collections.deque[tuple[str, int]] = collections.deque()
-    for stmt in split(code, dialect):
+    for stmt in split(code, lexicon):
         if stmt.kind == "client":
             units.append([_Tok("\\CLIENT", "word", stmt.text, stmt.line)])
             continue
@@ -364,11 +365,11 @@ def _units(code: str, dialect: str) -> list[list[_Tok]]:
         text, line = pending.popleft()
         if not _watched(text):
             continue
-        toks = _lex(text, dialect, line)
+        toks = _lex(text, lexicon, line)
         units.append(toks)
         for segment in _segments(toks):
             words = {t.word for t in segment}
-            is_routine = dialect == "postgres" and "CREATE" in words and words & {"FUNCTION", "PROCEDURE"}
+            is_routine = rules.routine_bodies_are_dynamic and "CREATE" in words and words & {"FUNCTION", "PROCEDURE"}
             dynamic = bool(words & _DYNAMIC) or is_routine
             for tok in segment:
                 if tok.kind == "body" or (tok.kind == "string" and dynamic):
@@ -405,9 +406,9 @@ def _name_at(toks: list[_Tok], i: int) -> tuple[tuple[str | None, str] | None, i
     return ((parts[-2] if len(parts) > 1 else None), parts[-1]), i
 
 
-def _key(name: tuple[str | None, str], dialect: str) -> tuple[str, str]:
+def _key(name: tuple[str | None, str], rules: SafetyRules) -> tuple[str, str]:
     schema, base = name
-    if dialect == "postgres" and schema in _PG_SCRATCH:
+    if schema in rules.scratch_schemas:
         schema = None
     return (schema or "", base)
 
@@ -445,7 +446,7 @@ def _collect_created(units: Sequence[list[_Tok]], ctx: _Context) -> None:
                 ctx.temp_tables = ctx.temp_tables or toks[i + 1].word in ("TEMP", "TEMPORARY")
                 name, _ = _name_at(toks, _skip(toks, i + 1, "TEMP", "TEMPORARY", "UNLOGGED", "TABLE"))
                 if name is not None:
-                    ctx.created.add(_key(name, ctx.dialect))
+                    ctx.created.add(_key(name, ctx.rules))
                 continue
             if tok.word != "CREATE":
                 continue
@@ -457,13 +458,13 @@ def _collect_created(units: Sequence[list[_Tok]], ctx: _Context) -> None:
             j = _skip(toks, j, "IF", "NOT", "EXISTS", "CONCURRENTLY")
             name, _ = _name_at(toks, j)
             if name is not None:
-                ctx.created.add(_key(name, ctx.dialect))
+                ctx.created.add(_key(name, ctx.rules))
 
 
 def _allowed(name: tuple[str | None, str] | None, ctx: _Context) -> bool:
     if name is None:
         return False
-    key = _key(name, ctx.dialect)
+    key = _key(name, ctx.rules)
     return key in ctx.created or key in ctx.entry
 
 
@@ -583,13 +584,14 @@ def _check_create(toks: list[_Tok], i: int, ctx: _Context) -> None:
     kind, j = _kind_at(toks, j)
     if kind is None:
         return
-    if kind in _SYSTEM_KINDS or (kind == "SCHEMA" and ctx.dialect == "postgres"):
+    if kind in _SYSTEM_KINDS or (kind == "SCHEMA" and ctx.rules.create_schema_is_elsewhere):
         add(Finding(_SYSTEM_KINDS.get(kind, "create-elsewhere"), f"CREATE {kind}", line))
         return
     if public:
         add(Finding("privileges", f"CREATE PUBLIC {kind}", line))
     name, _ = _name_at(toks, _skip(toks, j, "IF", "NOT", "EXISTS", "CONCURRENTLY"))
-    if ctx.dialect == "postgres" and name is not None and name[0] not in _PG_SCRATCH and kind != "INDEX":
+    if ctx.rules.objects_live_in_scratch and name is not None and name[0] is not None \
+            and name[0] not in ctx.rules.scratch_schemas and kind != "INDEX":
         add(Finding("create-elsewhere", f"CREATE {kind} {_show(name)}: answers create objects in their own schema", line))
     if kind in ("FUNCTION", "PROCEDURE", "ROUTINE"):
         for k in range(j, len(toks) - 1):
@@ -618,15 +620,15 @@ def _check_copy(toks: list[_Tok], i: int, ctx: _Context) -> None:
 
 
 # --------------------------------------------------------------------------- the checker
-def _entry_names(task: Task) -> set[tuple[str, str]]:
+def _entry_names(task: Task, rules: SafetyRules) -> set[tuple[str, str]]:
     names: set[tuple[str, str]] = set()
     for ep in task.entry_points:
         parts = [p.strip().strip('"').lower() for p in ep.split(".") if p.strip()]
         if not parts:
             continue
         names.add(("", parts[-1]))
-        if task.dialect == "postgres":
-            names.add(("public", parts[-1]))  # ``DROP FUNCTION IF EXISTS public.f`` is common
+        for schema in rules.default_schemas:
+            names.add((schema, parts[-1]))  # ``DROP FUNCTION IF EXISTS public.f`` is common
         if len(parts) > 1:
             names.add(("", parts[0]))  # package of a package member
             names.add((parts[-2], parts[-1]))
@@ -656,11 +658,12 @@ def _collector_paused() -> Iterator[None]:
 
 def findings(task: Task, code: str, earlier: Sequence[str] = ()) -> list[Finding]:
     """Statements of ``code`` outside ``task``'s allowed set (``earlier``: the conversation so far)."""
-    ctx = _Context(task.dialect, _entry_names(task))
+    lexicon, rules = rules_for(task.dialect)
+    ctx = _Context(rules, _entry_names(task, rules))
     with _collector_paused():
         for previous in earlier:
-            _collect_created(_units(previous, task.dialect), ctx)
-        units = _units(code, task.dialect)
+            _collect_created(_units(previous, lexicon, rules), ctx)
+        units = _units(code, lexicon, rules)
         _collect_created(units, ctx)
         for toks in units:
             _check_unit(toks, ctx)

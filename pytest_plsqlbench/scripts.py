@@ -7,7 +7,8 @@ the splitter and the safety check see is what the server runs (the harness pins
 ``standard_conforming_strings`` and sends each statement with the extended protocol, which
 refuses a string holding two statements). For Oracle it is sqlparse's lexer, with q-quotes
 and backslashes (never an escape in Oracle) masked first. On top of the tokens we apply the
-client's rules:
+client's rules. Which of these a dialect follows is its :class:`~.lexicon.Lexicon`'s answer
+(``dialects/postgres_text.py``, ``dialects/oracle_text.py``); this module compares no dialect name.
 
 * **SQL*Plus** (Oracle): a statement starting with ``DECLARE``/``BEGIN``, ``CREATE [OR
   REPLACE] FUNCTION|PROCEDURE|PACKAGE [BODY]|TYPE [BODY]|TRIGGER`` or ``WITH FUNCTION|PROCEDURE``
@@ -26,15 +27,15 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Literal
 
 from pglast import parser as pg_parser
 from sqlparse import lexer
 from sqlparse import tokens as T
 
-StatementKind = Literal["sql", "plsql", "client"]
+from .dialects.lexicons import rules_for
+from .lexicon import Lexicon, ScanToken, StatementKind
 
 
 @dataclass(frozen=True)
@@ -62,18 +63,6 @@ class Statement:
         return first_keyword(self.text)
 
 
-SQLPLUS_COMMANDS = frozenset(
-    """SET SHOW SHO PROMPT PRO SPOOL SPO WHENEVER DEFINE DEF UNDEFINE COLUMN COL TTITLE BTITLE
-    REM REMARK CLEAR BREAK COMPUTE PAUSE ACCEPT VARIABLE VAR PRINT CONNECT CONN DISCONNECT EXIT
-    QUIT HOST START DESCRIBE DESC TIMING SQLBLANKLINES""".split()
-)
-#: ``SET`` words that begin SQL, not SQL*Plus settings.
-SQL_SET_WORDS = frozenset({"TRANSACTION", "ROLE", "CONSTRAINT", "CONSTRAINTS"})
-PLSQL_CREATE_OBJECTS = frozenset({"FUNCTION", "PROCEDURE", "PACKAGE", "TYPE", "TRIGGER", "LIBRARY", "JAVA"})
-CREATE_MODIFIERS = frozenset(
-    {"OR", "REPLACE", "EDITIONABLE", "NONEDITIONABLE", "EDITIONING", "FORCE", "NOFORCE", "AND", "COMPILE",
-     "RESOLVE"}
-)
 #: ``q'<delim>...<delim>'`` literals (Oracle alternative quoting); the closing delimiter of
 #: a bracket is its partner.
 _Q_QUOTE = re.compile(r"(?<![A-Za-z0-9_$#])[nN]?[qQ]'(.)", re.S)
@@ -130,10 +119,10 @@ _FAST_TYPES = {
 }
 
 
-def _fast_tokens(script: str, oracle: bool) -> list[tuple[object, str]]:
+def _fast_tokens(script: str, lexicon: Lexicon) -> list[tuple[object, str]]:
     """The tokens the splitter needs, from one C-speed regular expression: the same rules
-    as with sqlparse (strings, quoted names, comments, q-quotes in Oracle, ``$$`` bodies in
-    PostgreSQL are single tokens), for scripts too large to lex with sqlparse. Text between
+    as with sqlparse (strings, quoted names, comments, q-quotes and ``$$`` bodies as the lexicon
+    says are single tokens), for scripts too large to lex with sqlparse. Text between
     those, ``;``, ``/`` and newlines comes in runs, not word by word: the splitter only reads
     the words at the start of a statement."""
     out: list[tuple[object, str]] = []
@@ -141,14 +130,14 @@ def _fast_tokens(script: str, oracle: bool) -> list[tuple[object, str]]:
         kind = m.lastgroup or "other"
         if kind in ("qd", "tag"):  # inner groups: report the enclosing alternative
             kind = "qquote" if m.group("qquote") is not None else "dollar"
-        if kind == "qquote" and not oracle:
+        if kind == "qquote" and not lexicon.q_quotes:
             value = m.group(0)
             out.append((T.Name, value[: value.index("'")]))
-            out.extend(_fast_tokens(value[value.index("'") :], oracle))
+            out.extend(_fast_tokens(value[value.index("'") :], lexicon))
             continue
-        if kind == "dollar" and oracle:
+        if kind == "dollar" and not lexicon.dollar_quotes:
             out.append((T.Other, "$"))
-            out.extend(_fast_tokens(m.group(0)[1:], oracle))
+            out.extend(_fast_tokens(m.group(0)[1:], lexicon))
             continue
         out.append((_FAST_TYPES[kind], m.group(0)))
     return out
@@ -165,10 +154,10 @@ _PG_TYPES = {
 }
 
 
-def _pg_scan(script: str, out: list[tuple[object, str]]) -> None:
-    """Append PostgreSQL's tokens of ``script`` to ``out``, with the text between them (blanks)."""
+def _pg_scan(script: str, out: list[tuple[object, str]], scan: Callable[[str], Sequence[ScanToken]]) -> None:
+    """Append the server scanner's tokens of ``script`` to ``out``, with the text between them (blanks)."""
     at = 0
-    for tok in pg_parser.scan(script):
+    for tok in scan(script):
         if tok.start > at:
             out.append((T.Text.Whitespace, script[at : tok.start]))
         value = script[tok.start : tok.end + 1]
@@ -194,8 +183,8 @@ def _pg_scan(script: str, out: list[tuple[object, str]]) -> None:
         out.append((T.Text.Whitespace, script[at:]))
 
 
-def _pg_tokens(script: str) -> list[tuple[object, str]]:
-    """PostgreSQL's own tokens of ``script`` (see the module docstring).
+def _pg_tokens(script: str, scan: Callable[[str], Sequence[ScanToken]] = pg_parser.scan) -> list[tuple[object, str]]:
+    """The server scanner's tokens of ``script`` (see the module docstring).
 
     Where the server's scanner stops (an unterminated string, comment or body), the rest is one
     ``Error`` token: the splitter then sends it as one statement, which the server refuses. A
@@ -205,7 +194,7 @@ def _pg_tokens(script: str) -> list[tuple[object, str]]:
     rest = script
     while rest:
         try:
-            _pg_scan(rest, out)
+            _pg_scan(rest, out, scan)
             return out
         except pg_parser.ParseError as exc:
             where = exc.args[1] if len(exc.args) > 1 and isinstance(exc.args[1], int) else 0
@@ -215,7 +204,7 @@ def _pg_tokens(script: str) -> list[tuple[object, str]]:
         meta = rest[line_start:where].lstrip(" \t").startswith("\\")
         cut = line_start if meta else where
         try:
-            _pg_scan(rest[:cut], out)
+            _pg_scan(rest[:cut], out, scan)
         except pg_parser.ParseError:
             out.append((T.Error, rest[:cut]))
         if not meta:
@@ -226,16 +215,18 @@ def _pg_tokens(script: str) -> list[tuple[object, str]]:
     return out
 
 
-def _tokens(script: str, oracle: bool = False) -> list[tuple[object, str]]:
-    if not oracle:
-        return _pg_tokens(script)
+def tokens(script: str, lexicon: Lexicon) -> list[tuple[object, str]]:
+    """``script``'s tokens as ``lexicon`` reads them: the server's scanner where it has one, else
+    sqlparse's lexer (a regular expression with the same rules for a large script)."""
+    if lexicon.scanner is not None:
+        return _pg_tokens(script, lexicon.scanner)
     if len(script) > FAST_TOKENIZER_FROM:
-        return _fast_tokens(script, oracle)
+        return _fast_tokens(script, lexicon)
     if "'" not in script:
         return list(lexer.tokenize(script))
-    # sqlparse reads a backslash before a quote as an escape; Oracle never does.
+    # sqlparse reads a backslash before a quote as an escape; standard SQL never does.
     masked = script.replace("\\", "_")
-    masked = _mask_q_quotes(masked) if _Q_QUOTE.search(masked) else masked
+    masked = _mask_q_quotes(masked) if lexicon.q_quotes and _Q_QUOTE.search(masked) else masked
     if masked == script:
         return list(lexer.tokenize(script))
     # Same length: map each token of the masked text back onto the original characters.
@@ -244,6 +235,12 @@ def _tokens(script: str, oracle: bool = False) -> list[tuple[object, str]]:
         toks.append((ttype, script[at : at + len(value)]))
         at += len(value)
     return toks
+
+
+def _tokens(script: str, oracle: bool = False) -> list[tuple[object, str]]:
+    """:func:`tokens` for the callers that still name a dialect by a flag (``procarena/mutate.py``,
+    ``dialects/postgres.py``) until they hold a :class:`Lexicon`."""
+    return tokens(script, rules_for("oracle" if oracle else "postgres")[0])
 
 
 @functools.cache
@@ -261,11 +258,14 @@ def _is_newline(value: str) -> bool:
 
 
 def first_keyword(text: str, n: int = 1) -> str:
-    """The first ``n`` words of ``text`` (comments skipped), upper-cased and space-joined."""
+    """The first ``n`` words of ``text`` (comments skipped), upper-cased and space-joined.
+
+    Read with PostgreSQL's scanner whatever the dialect, as always: what a statement starts with
+    (``CREATE``, ``SELECT``, a ``/*`` comment ...) reads the same in SQL*Plus."""
     # The head is enough unless a long comment comes first (a 30 KB INSERT need not be lexed).
-    words = _significant_words(_tokens(text[:2000]), 0, n) if len(text) > 2000 else []
+    words = _significant_words(_pg_tokens(text[:2000]), 0, n) if len(text) > 2000 else []
     if len(words) < n:
-        words = _significant_words(_tokens(text), 0, n)
+        words = _significant_words(_pg_tokens(text), 0, n)
     return " ".join(words)
 
 
@@ -280,30 +280,6 @@ def _significant_words(toks: list[tuple[object, str]], start: int, n: int, stop:
         if len(words) >= n:
             break
     return words[:n] if len(words) > n else words
-
-
-def _classify_oracle(words: list[str]) -> tuple[StatementKind, str | None]:
-    if not words:
-        return "sql", None
-    head = words[0]
-    if head.startswith("@"):
-        return "client", "@"
-    if head in ("EXEC", "EXECUTE"):
-        return "plsql", "EXEC"
-    if head in ("DECLARE", "BEGIN"):
-        return "plsql", None
-    if head == "WITH" and len(words) > 1 and words[1] in ("FUNCTION", "PROCEDURE"):
-        return "plsql", None  # SQL with inline PL/SQL: ``;`` inside, ends at ``/``
-    if head == "SET" and len(words) > 1 and words[1] in SQL_SET_WORDS:
-        return "sql", None
-    if head in SQLPLUS_COMMANDS:
-        return "client", head
-    if head == "CREATE":
-        for word in words[1:]:
-            if word in CREATE_MODIFIERS:
-                continue
-            return ("plsql" if word in PLSQL_CREATE_OBJECTS else "sql"), None
-    return "sql", None
 
 
 def _slash_line_at(toks: list[tuple[object, str]], i: int, at_line_start: bool) -> bool:
@@ -321,40 +297,45 @@ def _slash_line_at(toks: list[tuple[object, str]], i: int, at_line_start: bool) 
     return True
 
 
-#: A line of a PostgreSQL script holding a psql meta-command or a lone ``/`` (client rules).
-_PG_CLIENT_LINE = re.compile(r"^[ \t]*[/\\]", re.M)
+#: A line holding a client meta-command or a lone ``/`` (client rules: the token path reads it).
+_CLIENT_LINE = re.compile(r"^[ \t]*[/\\]", re.M)
 
 
-def split(script: str, dialect: str) -> list[Statement]:
-    """Split ``script`` into statements following the dialect's client rules."""
-    if dialect != "oracle" and len(script) > FAST_TOKENIZER_FROM:
-        fast = _pg_split_large(script)
-        if fast is not None:
-            return fast
+def split(script: str, dialect: str | Lexicon) -> list[Statement]:
+    """Split ``script`` into statements following the client rules of ``dialect`` (a name: its
+    :class:`Lexicon` is looked up)."""
     if len(script) > FAST_TOKENIZER_FROM:
-        return list(_split(script, dialect))  # not kept: data scripts run once
+        lexicon = lexicon_of(dialect)
+        fast = _split_large(script, lexicon.slices) if lexicon.slices is not None else None
+        return fast if fast is not None else list(_split(script, lexicon))  # not kept: data scripts run once
     return list(_split_cached(script, dialect))
 
 
+def lexicon_of(dialect: str | Lexicon) -> Lexicon:
+    """``dialect``'s :class:`Lexicon` (a name is looked up; a Lexicon is itself)."""
+    return rules_for(dialect)[0] if isinstance(dialect, str) else dialect
+
+
 @functools.lru_cache(maxsize=32)
-def _split_cached(script: str, dialect: str) -> tuple[Statement, ...]:
-    """An answer is split by the safety check and again to install it (statements are immutable)."""
-    return tuple(_split(script, dialect))
+def _split_cached(script: str, dialect: str | Lexicon) -> tuple[Statement, ...]:
+    """An answer is split by the safety check and again to install it (statements are immutable).
+    Keyed by what the caller passed: a hit costs no lookup."""
+    return tuple(_split(script, lexicon_of(dialect)))
 
 
-def _pg_split_large(script: str) -> list[Statement] | None:
-    """A large PostgreSQL script (a data fixture) split by PostgreSQL's scanner in C, without
-    building a token per word; None when client rules apply (meta-commands, ``/`` lines) or the
-    scanner stops early: the token-by-token splitter handles those."""
+def _split_large(script: str, slices: Callable[[str], Sequence[slice]]) -> list[Statement] | None:
+    """A large script (a data fixture) split by the server's scanner in C, without building a
+    token per word; None when client rules apply (meta-commands, ``/`` lines) or the scanner
+    stops early: the token-by-token splitter handles those."""
     text = script.replace("\r\n", "\n").replace("\r", "\n")
-    if _PG_CLIENT_LINE.search(text):
+    if _CLIENT_LINE.search(text):
         return None
     try:
-        slices = pg_parser.split(text, with_parser=False, only_slices=True)
+        pieces = slices(text)
     except pg_parser.ParseError:
         return None
     out, line, at = [], 1, 0
-    for piece in slices:
+    for piece in pieces:
         line += text.count("\n", at, piece.start)
         at = piece.start
         body = text[piece]
@@ -386,9 +367,8 @@ def _leading_blanks(body: str) -> int:
     return i
 
 
-def _split(script: str, dialect: str) -> Iterator[Statement]:
-    oracle = dialect == "oracle"
-    toks = _tokens(script.replace("\r\n", "\n").replace("\r", "\n"), oracle)
+def _split(script: str, lexicon: Lexicon) -> Iterator[Statement]:
+    toks = tokens(script.replace("\r\n", "\n").replace("\r", "\n"), lexicon)
     i, line, n = 0, 1, len(toks)
     at_line_start = True
     while i < n:
@@ -407,7 +387,7 @@ def _split(script: str, dialect: str) -> Iterator[Statement]:
             i += 1  # empty statement
             continue
         start_line = line
-        if not oracle and at_line_start and value.startswith("\\"):
+        if lexicon.backslash_commands and at_line_start and value.startswith("\\"):
             # psql meta-command: up to end of line.
             parts = []
             while i < n and not (_is_newline(toks[i][1]) and _is_blank(toks[i][0])):
@@ -417,7 +397,7 @@ def _split(script: str, dialect: str) -> Iterator[Statement]:
             yield Statement(text, "client", start_line, text.split()[0])
             continue
         words = _significant_words(toks, i, 8)
-        kind, command = _classify_oracle(words) if oracle else ("sql", None)
+        kind, command = lexicon.classify(words) if lexicon.classify is not None else ("sql", None)
         if kind == "client" or command == "EXEC":
             parts = []
             while i < n and not (_is_newline(toks[i][1]) and (_is_blank(toks[i][0]) or _is_comment(toks[i][0]))):
@@ -458,11 +438,10 @@ def _split(script: str, dialect: str) -> Iterator[Statement]:
         text = "".join(parts).strip()
         if not text:
             continue
-        if kind == "plsql" and not oracle:
-            kind = "sql"
-        if oracle and kind == "sql" and text.endswith(";"):
+        if lexicon.strip_semicolon and kind == "sql" and text.endswith(";"):
             text = text[:-1].rstrip()
-        head = " ".join(_significant_words(toks, first, 2, stop)) if not oracle else None
+        # The splitter's words are first_keyword's where both read with the server's scanner.
+        head = " ".join(_significant_words(toks, first, 2, stop)) if lexicon.scanner is not None else None
         yield Statement(text, kind, start_line, None, head)
         at_line_start = terminated_by == "/"
 

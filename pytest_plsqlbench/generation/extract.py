@@ -18,6 +18,9 @@ from __future__ import annotations
 
 import re
 
+from ..lexicon import Lexicon
+from ..scripts import lexicon_of
+
 #: Fence languages that hold SQL (besides any tag containing ``sql``, e.g. ``pl/sql``, ``pl/pgsql``).
 #: An untagged fence counts as SQL when its first line starts like a statement (:func:`_is_code_block`).
 SQL_LANGS = frozenset(
@@ -83,31 +86,31 @@ def _is_code_block(lang: str, body: str) -> bool:
     return bool(_CODE_START.match(first))
 
 
-def _has_code(text: str, dialect: str) -> bool:
+def _has_code(text: str, lexicon: Lexicon) -> bool:
     """Bare code: a line that starts like a statement, followed (or ended) by a terminator."""
     lines = text.split("\n")
     start = next((i for i, line in enumerate(lines) if _CODE_START.match(line)), None)
-    return start is not None and any(_is_terminator(line, dialect) for line in lines[start:])
+    return start is not None and any(_is_terminator(line, lexicon) for line in lines[start:])
 
 
-def _is_terminator(line: str, dialect: str) -> bool:
+def _is_terminator(line: str, lexicon: Lexicon) -> bool:
     s = line.strip()
     if not s:
         return False
-    if dialect == "oracle" and s == "/":
+    if lexicon.slash_terminator and s == "/":
         return True
     code = s.split("--", 1)[0].rstrip() if "--" in s and "'" not in s else s
     return code.endswith((";", "$$"))
 
 
-def _strip_prose(text: str, dialect: str) -> str:
+def _strip_prose(text: str, lexicon: Lexicon) -> str:
     lines = text.split("\n")
     start = next((i for i, line in enumerate(lines) if _CODE_START.match(line)), None)
     if start is None:
         return text.strip()
     lines = lines[start:]
-    ends = [i for i, line in enumerate(lines) if _is_terminator(line, dialect)]
-    if dialect == "oracle" and any(line.strip() == "/" for line in lines):
+    ends = [i for i, line in enumerate(lines) if _is_terminator(line, lexicon)]
+    if lexicon.slash_terminator and any(line.strip() == "/" for line in lines):
         ends = [i for i, line in enumerate(lines) if line.strip() == "/"]
     if ends:
         last = ends[-1]
@@ -117,23 +120,24 @@ def _strip_prose(text: str, dialect: str) -> str:
     return "\n".join(lines).strip("\n").rstrip()
 
 
-def extract_code(reply: str | None, dialect: str = "oracle") -> str:
-    """The code in ``reply`` (possibly empty), for ``dialect`` (``oracle`` or ``postgres``)."""
+def extract_code(reply: str | None, dialect: str | Lexicon = "oracle") -> str:
+    """The code in ``reply`` (possibly empty), for ``dialect`` (a name: its :class:`Lexicon` is looked up)."""
     if not reply:
         return ""
+    lexicon = lexicon_of(dialect)
     text = reply.replace("\r\n", "\n").replace("\r", "\n").lstrip("\ufeff")
     text = _REASONING.sub("", text)
     blocks = _fenced_blocks(text)
     if not blocks:
-        return _strip_prose(text, dialect)
+        return _strip_prose(text, lexicon)
     lines = text.split("\n")
     lead = "\n".join(lines[: blocks[0][2]])
-    if _has_code(lead, dialect):
+    if _has_code(lead, lexicon):
         # Bare code first; the fences after it are a usage example or sample output.
-        return _strip_prose(lead, dialect)
+        return _strip_prose(lead, lexicon)
     code = [body for lang, body, _, _ in blocks if _is_code_block(lang, body)]
     if code:
         return "\n\n".join(body.strip("\n").rstrip() for body in code)
     # No code block: the other blocks (python, sample output) are ignored, never taken for code.
     fenced = {n for _, _, first, last in blocks for n in range(first, last + 1)}
-    return _strip_prose("\n".join(line for n, line in enumerate(lines) if n not in fenced), dialect)
+    return _strip_prose("\n".join(line for n, line in enumerate(lines) if n not in fenced), lexicon)
