@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol, runtime_checkable
 
 from .errors import FixtureError
+from .lexicon import Lexicon, SafetyRules
 from .tasks import Fixture
 
 log = logging.getLogger(__name__)
@@ -444,10 +445,7 @@ class Backend(Protocol):
 
 @runtime_checkable
 class Dialect(Protocol):
-    """A SQL dialect the harness can run tasks in, registered through ``pytest_plsql_dialects``.
-
-    (``lexicon`` and ``safety``, section 3.1, join when the splitter and the safety check ask them.)
-    """
+    """A SQL dialect the harness can run tasks in, registered through ``pytest_plsql_dialects``."""
 
     #: The ``--plsql-dialect`` value and ``Task.dialect`` ("postgres", "oracle").
     name: str
@@ -457,6 +455,10 @@ class Dialect(Protocol):
     kinds: tuple[str, ...]
     #: The dialect's part of the generation system prompt.
     system_prompt: str
+    #: How its client tool reads a script (the splitter, the safety check's lexer, extraction).
+    lexicon: Lexicon
+    #: What the safety pre-check must know of its namespaces.
+    safety: SafetyRules
 
     def resolve_database(self, kind: str | None, dsn: str | None) -> tuple[str, str | None]:
         """``--plsql-db``/``--plsql-dsn`` as given (None: not given) -> the kind and DSN to use:

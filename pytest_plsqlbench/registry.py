@@ -22,6 +22,7 @@ import pluggy
 
 from . import hooks
 from .errors import UsageError
+from .lexicon import Lexicon, SafetyRules
 from .protocols import Dialect, Family
 
 #: The entry-point group of plug-in modules (like pytest's ``pytest11``).
@@ -162,3 +163,10 @@ def use(registry: Registry) -> Registry:
 def active() -> Registry:
     """The run's registry in a run, else the ``plsqlbench`` command's."""
     return _active[0] if _active else outside_pytest()
+
+
+def rules_for(dialect: str) -> tuple[Lexicon, SafetyRules]:
+    """How the registered ``dialect``'s scripts are read and what its answers may touch (the
+    splitter and the safety check turn a task's dialect name into rules here)."""
+    found = active().dialect(dialect, option="dialect")
+    return found.lexicon, found.safety

@@ -33,8 +33,8 @@ from typing import Any
 from pglast import parser as pg_parser
 from sqlparse import tokens as T
 
-from .dialects.lexicons import rules_for
 from .lexicon import Lexicon, SafetyRules, ScanToken
+from .registry import rules_for
 from .scripts import _PG_TYPES, lexicon_of, split, tokens
 from .settings import DatabaseSettings
 from .tasks import Task

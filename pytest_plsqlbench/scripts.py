@@ -34,8 +34,8 @@ from pglast import parser as pg_parser
 from sqlparse import lexer
 from sqlparse import tokens as T
 
-from .dialects.lexicons import rules_for
 from .lexicon import Lexicon, ScanToken, StatementKind
+from .registry import rules_for
 
 
 @dataclass(frozen=True)
@@ -235,12 +235,6 @@ def tokens(script: str, lexicon: Lexicon) -> list[tuple[object, str]]:
         toks.append((ttype, script[at : at + len(value)]))
         at += len(value)
     return toks
-
-
-def _tokens(script: str, oracle: bool = False) -> list[tuple[object, str]]:
-    """:func:`tokens` for the callers that still name a dialect by a flag (``procarena/mutate.py``,
-    ``dialects/postgres.py``) until they hold a :class:`Lexicon`."""
-    return tokens(script, rules_for("oracle" if oracle else "postgres")[0])
 
 
 @functools.cache

@@ -46,6 +46,7 @@ def test_a_later_registration_of_a_name_wins_and_an_unknown_name_lists_the_known
 
     class Mine:
         name, label, kinds, system_prompt = "postgres", "Mine", ("dsn",), "mine"
+        lexicon, safety = builtin.lexicon, builtin.safety
         resolve_database = preflight = make_backend = builtin.make_backend
 
     class Plugin:

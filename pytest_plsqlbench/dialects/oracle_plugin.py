@@ -8,8 +8,10 @@ from __future__ import annotations
 import pytest
 
 from ..errors import UsageError
+from ..lexicon import Lexicon, SafetyRules
 from ..settings import DatabaseSettings, Settings, oracle_environment
 from .base import Backend
+from .oracle_text import ORACLE_LEXICON, ORACLE_SAFETY
 from .preflight import PROBE_TIMEOUT_S, check_docker
 
 SYSTEM_PROMPT = """\
@@ -35,6 +37,8 @@ class OracleDialect:
     label: str = "Oracle (PL/SQL)"
     kinds: tuple[str, ...] = ("container", "dsn")
     system_prompt: str = SYSTEM_PROMPT
+    lexicon: Lexicon = ORACLE_LEXICON
+    safety: SafetyRules = ORACLE_SAFETY
 
     def resolve_database(self, kind: str | None, dsn: str | None) -> tuple[str, str | None]:
         dsn = dsn or oracle_environment().dsn

@@ -47,10 +47,11 @@ from sqlparse import tokens as T
 from .. import outcomes
 from ..errors import FixtureError, InfrastructureError, UsageError
 from ..outputs import format_row, printable
-from ..scripts import Statement, _tokens, split
+from ..scripts import Statement, split, tokens
 from ..settings import Settings
 from ..tasks import Fixture
 from .base import Backend, BatchResult, DbError, Execution, OutputCapture, Phase, Session
+from .postgres_text import POSTGRES_LEXICON
 
 if TYPE_CHECKING:
     from .pg_server import EmbeddedServer
@@ -203,7 +204,7 @@ class _EndedByAnswer(InfrastructureError):
 
 def _code_only(text: str) -> str:
     """``text`` without comments and string literals (keyword searches ignore their content)."""
-    return " ".join(v for t, v in _tokens(text) if t not in T.String and t not in T.Comment)
+    return " ".join(v for t, v in tokens(text, POSTGRES_LEXICON) if t not in T.String and t not in T.Comment)
 
 
 def _dsn_with(dsn: str, **params: str) -> str:

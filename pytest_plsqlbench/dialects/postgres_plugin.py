@@ -7,8 +7,10 @@ from __future__ import annotations
 import pytest
 
 from ..errors import UsageError
+from ..lexicon import Lexicon, SafetyRules
 from ..settings import DatabaseSettings, Settings
 from .base import Backend
+from .postgres_text import POSTGRES_LEXICON, POSTGRES_SAFETY
 from .preflight import PROBE_TIMEOUT_S, check_docker
 
 SYSTEM_PROMPT = """\
@@ -35,6 +37,8 @@ class PostgresDialect:
     label: str = "PostgreSQL (PL/pgSQL)"
     kinds: tuple[str, ...] = ("embedded", "container", "dsn")
     system_prompt: str = SYSTEM_PROMPT
+    lexicon: Lexicon = POSTGRES_LEXICON
+    safety: SafetyRules = POSTGRES_SAFETY
 
     def resolve_database(self, kind: str | None, dsn: str | None) -> tuple[str, str | None]:
         if dsn:

@@ -7,7 +7,7 @@ import contextlib
 from collections.abc import Sequence
 
 from ...dialects.base import Backend
-from ...scripts import _tokens
+from ...scripts import lexicon_of, tokens
 from ...tasks import Task
 from .. import state as st
 from ..access import Access
@@ -26,7 +26,7 @@ class OracleAdapter(Adapter):
     quoted_bodies = False
 
     def tokens(self, code: str) -> list[tuple[object, str]]:
-        return _tokens(code, oracle=True)
+        return tokens(code, lexicon_of(self.name))
 
     def row_limit(self, n: int) -> str:
         return f"FETCH FIRST {n} ROWS ONLY"

@@ -9,7 +9,7 @@ from typing import Any
 
 from ...dialects.base import Backend
 from ...dialects.postgres import PostgresBackend
-from ...scripts import _tokens
+from ...scripts import lexicon_of, tokens
 from ...tasks import Task
 from .. import state as st
 from ..access import Access
@@ -32,7 +32,7 @@ class PostgresAdapter(Adapter):
     quoted_bodies = True
 
     def tokens(self, code: str) -> list[tuple[object, str]]:
-        return _tokens(code)
+        return tokens(code, lexicon_of(self.name))
 
     def row_limit(self, n: int) -> str:
         return f"LIMIT {n}"
