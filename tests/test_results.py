@@ -21,6 +21,7 @@ from pytest_plsqlbench.results import (
     RUN_IDENTITY,
     ResultsCollector,
     ResultsFormatError,
+    TaskResult,
     build_document,
     data_revisions,
     manifest_digest,
@@ -324,7 +325,7 @@ def test_converted_mbpp_tasks_report_the_sha256_of_the_input_they_read(tmp_path:
     tasks = load()
     assert {t.metadata["data_revision"] for t in tasks} == {want}
     assert {t.metadata["data_revision"] for t in load()} == {want}  # read back from the cache
-    entries = [{"subset": t.subset, "metadata": dict(t.metadata)} for t in tasks]
+    entries = [TaskResult(t.subset, t.id, metadata=dict(t.metadata)) for t in tasks]
     # The header names it, not the manifest's pinned checksum (which this local copy does not match).
     assert data_revisions(settings, entries)["mbpp-plus"] == want
 
@@ -424,7 +425,7 @@ def test_an_answer_recorded_twice_after_a_worker_crash_counts_once() -> None:
         rec = {**record, "test_id": test_id, "answer": dict(answer), "task": {"n_tests": 2, "metadata": {}}}
         report = SimpleNamespace(nodeid=f"mbpp/m1/{test_id}", when="call", skipped=False, failed=False, plsql=rec)
         collector.pytest_runtest_logreport(report)  # type: ignore[arg-type]
-    entries = collector.task_entries()
+    entries = [t.to_json() for t in collector.results()]
     assert len(entries[0]["answers"]) == 1
     d = build_document({**HEADER, "subsets": ["mbpp"]}, entries, PAPER)
     assert d["usage"]["prompt_tokens"] == 1000 and d["usage"]["answers"] == 1
