@@ -22,10 +22,13 @@ from pytest_plsqlbench.results import (
     ResultsCollector,
     ResultsFormatError,
     TaskResult,
+    TestOutcome,
     build_document,
     data_revisions,
     manifest_digest,
     read_document,
+    read_results,
+    score,
     usage_totals,
     write_document,
 )
@@ -199,6 +202,35 @@ def test_write_then_read_round_trips(tmp_path: Path) -> None:
     write_document(doc(), path)
     assert read_document(path) == doc()
     assert [p.name for p in path.parent.iterdir()] == ["r.json"]  # no temporary file left
+
+
+def test_a_file_reads_back_into_the_typed_records_and_scores_as_written(tmp_path: Path) -> None:
+    """The file's task entries are TaskResults with TestOutcomes; its figures are not read but
+    derived again by the one scoring function, which gives the document that was written."""
+    path = tmp_path / "r.json"
+    write_document(doc(), path)
+    results = read_results(path)
+    assert results.header == HEADER and results.subset_info["s2mt"]["paper"] == PAPER["s2mt"]["paper"]
+    assert all(isinstance(t, TaskResult) and all(isinstance(x, TestOutcome) for x in t.tests) for t in results.tasks)
+    first = results.tasks[0]
+    assert (first.subset, first.task_id, first.tests[0].subset, first.tests[0].task_id) == ("mbpp", "m1", "mbpp", "m1")
+    assert "suite_pass" not in first.to_json() and [t.to_json()["tests"] for t in results.tasks] == [
+        t["tests"] for t in doc()["tasks"]
+    ]
+    assert score(results) == doc()
+
+
+def test_the_typed_reader_refuses_an_older_file_naming_its_version_and_what_to_do(tmp_path: Path) -> None:
+    d = doc()
+    d["version"] = RESULTS_VERSION - 1
+    path = tmp_path / "r.json"
+    path.write_text(json.dumps(d))
+    with pytest.raises(ResultsFormatError) as info:
+        read_results(path)
+    assert str(info.value) == (
+        f"{path}: results file is older (version 1); re-run the benchmark, or re-score it from the answer "
+        "cache with --plsql-cache-only, to get a version 2 file"
+    )
 
 
 @pytest.mark.parametrize(

@@ -1,4 +1,5 @@
-"""Building the results document: a pure function of its header and task entries.
+"""Scoring a run's saved results into the results document (:func:`score`): a pure function of
+its header and :class:`~.record.TaskResult`\\ s, where every figure of the document is computed.
 
 That purity is what lets ``plsqlbench merge`` combine shards into exactly the numbers of an
 unsharded run. Each subset is scored by its metric family (:mod:`pytest_plsqlbench.families`,
