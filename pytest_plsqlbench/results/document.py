@@ -19,10 +19,10 @@ from typing import TYPE_CHECKING, Any
 from .. import families
 from ..metrics import HEADLINE, NOT_JUDGED, failed_tests, score_samples, unit_failures
 from ..metrics import TaskResult as TaskScores  # a task's scores; record.TaskResult is its saved result
-from ..outcomes import FAILURE_CLASSES, PASSED
+from ..outcomes import FAILURE_CLASSES
 from ..reporting.leaderboard import split_overall
 from ..reporting.stats import BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED, CONFIDENCE
-from .record import ResultsFile, TaskResult
+from .record import ResultsFile, TaskResult, TestOutcome
 from .version import RESULTS_FORMAT, RESULTS_VERSION
 
 if TYPE_CHECKING:
@@ -64,13 +64,13 @@ def score(results: ResultsFile) -> dict[str, Any]:
         by_item = sorted(result.tests, key=lambda r: (int(r.sample or 0), int(r.turn), r.test_id))
         entry = dataclasses.replace(result, tests=tuple(by_item)).to_json()
         tests = entry["tests"]
-        task_scores = score_samples(subset, result.task_id, result.n_turns, tests)
-        ran, expected = tests_run(entry, tests, int(header.get("samples") or 1))
+        task_scores = score_samples(subset, result.task_id, result.n_turns, by_item)
+        ran, expected = tests_run(result.n_tests, by_item, int(header.get("samples") or 1))
         task_scores.incomplete = expected is not None and ran < expected
         scores[subset].append(task_scores)
-        test_counts[subset].update(failed_tests(tests))
-        unit_counts[subset].update(unit_failures(tests))
-        units[subset] += _judged_units(tests)
+        test_counts[subset].update(failed_tests(by_item))
+        unit_counts[subset].update(unit_failures(by_item))
+        units[subset] += _judged_units(by_item)
         answers = unique_answers(entry["answers"])
         usage[subset].extend(answers)
         figures = family_of[subset].task_figures(task_scores, entry)
@@ -132,9 +132,7 @@ def score(results: ResultsFile) -> dict[str, Any]:
     }
 
 
-def tests_run(
-    entry: Mapping[str, Any], tests: Iterable[Mapping[str, Any]], samples: int
-) -> tuple[int, int | None]:
+def tests_run(n_tests: int | None, tests: Iterable[TestOutcome], samples: int) -> tuple[int, int | None]:
     """(tests of the task that ran, over all samples; how many it has: ``n_tests`` x samples).
 
     Every collected item leaves a record -- passed, failed, skipped (not runnable), or an
@@ -142,16 +140,15 @@ def tests_run(
     pytest's selection (``-k``, ``-m``, ``--deselect``, ``--lf``) or an early stop (``-x``,
     ``--maxfail``) left some out. ``None`` when the entry does not say how many tests it has.
     """
-    ran = len({(int(r.get("sample") or 0), int(r.get("turn", 1)), r["test_id"]) for r in tests})
-    n_tests = entry.get("n_tests")
+    ran = len({(int(r.sample or 0), int(r.turn), r.test_id) for r in tests})
     return ran, (int(n_tests) * samples if isinstance(n_tests, int) and n_tests > 0 else None)
 
 
-def _judged_units(tests: Iterable[Mapping[str, Any]]) -> int:
+def _judged_units(tests: Iterable[TestOutcome]) -> int:
     units: dict[tuple[int, int], bool] = {}
     for r in tests:
-        key = (int(r.get("sample") or 0), int(r.get("turn", 1)))
-        units[key] = units.get(key, False) or r.get("failure_class", PASSED) not in NOT_JUDGED
+        key = (int(r.sample or 0), int(r.turn))
+        units[key] = units.get(key, False) or r.failure_class not in NOT_JUDGED
     return sum(units.values())
 
 

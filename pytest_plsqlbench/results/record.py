@@ -153,13 +153,9 @@ class TestOutcome:
     def from_json(cls, data: Mapping[str, Any], task: TaskResult) -> TestOutcome:
         """A test entry of ``task`` read back (checked by the reader first; absent keys take the
         defaults every reader of version 2 gave them)."""
-        return cls(
-            subset=task.subset,
-            task_id=task.task_id,
-            node=task.node,
-            n_turns=task.n_turns,
-            **{k: data[k] for k in cls.TEST_KEYS if k in data},
-        )
+        values: dict[str, Any] = {"turn": 1, "passed": False}
+        values.update((k, data[k]) for k in cls.TEST_KEYS if k in data)
+        return cls(subset=task.subset, task_id=task.task_id, node=task.node, n_turns=task.n_turns, **values)
 
     def skipped(self, reason: str) -> TestOutcome:
         """This item as skipped by a plugin (e.g. a task its data cannot run): neither a failure
