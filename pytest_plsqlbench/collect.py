@@ -2,7 +2,7 @@
 
 Node ids are made and read by :mod:`pytest_plsqlbench.nodeids`. Answers come from one
 :class:`~pytest_plsqlbench.episode.Episode` per task node; tests are decided by the judges of
-:mod:`pytest_plsqlbench.judges`; each item leaves one :class:`~pytest_plsqlbench.records.ItemRecord`.
+:mod:`pytest_plsqlbench.judges`; each item leaves one :class:`~pytest_plsqlbench.results.record.TestOutcome`.
 
 The task node's ``setup`` gets the task's answers and opens its isolation scope; its
 ``teardown`` rolls it back. pytest calls them around the task's items, so every item of a
@@ -27,9 +27,17 @@ from .episode import Episode
 from .errors import FixtureError, InfrastructureError, PlsqlBenchError, UsageError
 from .lookahead import Lookahead
 from .lookahead import enabled_for as lookahead_enabled
-from .outcomes import TestOutcome
+from .outcomes import Verdict
 from .outputs import around_difference, normalize_lines, printable
-from .records import MAX_ANSWER_TEXT, MAX_PROMPT_TEXT, MAX_SCRIPT_TEXT, ItemRecord, TaskFacts, clip_text, json_value
+from .results.record import (
+    MAX_ANSWER_TEXT,
+    MAX_PROMPT_TEXT,
+    MAX_SCRIPT_TEXT,
+    TaskFacts,
+    TestOutcome,
+    clip_text,
+    json_value,
+)
 from .runner import TaskRun
 from .safety import make_checker
 from .settings import Settings
@@ -162,7 +170,7 @@ def keep_constant_tasks(config: pytest.Config) -> bool:
 class PlsqlFailure(Exception):
     """A unit test failed; carries the outcome (the model's fault, or excluded infra)."""
 
-    def __init__(self, outcome: TestOutcome) -> None:
+    def __init__(self, outcome: Verdict) -> None:
         super().__init__(clip(outcome.message))
         self.outcome = outcome
 
@@ -237,7 +245,7 @@ class PlsqlItem(pytest.Item):
         super().__init__(**kw)
         self.turn = turn
         self.test = test
-        self.outcome: TestOutcome | None = None
+        self.outcome: Verdict | None = None
         #: Skipped because an empty answer passes its task (:data:`LEFT_OUT_EMPTY`).
         self.left_out = False
 
@@ -302,7 +310,7 @@ def clip(text: str, limit: int = MAX_FAILURE_CHARS) -> str:
     return text if len(text) <= limit else f"{text[:limit]} ... <{len(text) - limit} more characters>"
 
 
-def failure_text(outcome: TestOutcome) -> str:
+def failure_text(outcome: Verdict) -> str:
     """What the terminal, JUnit and ``-rf`` show for a failed test: clipped, whatever the answer printed."""
     # The answer's text: no escape sequence reaches a terminal (the lines below are reprs).
     lines = [clip(printable(f"[{outcome.failure_class}] {outcome.message}".rstrip()))]
@@ -408,42 +416,21 @@ def _prompts(task: Task) -> list[str]:
     return out
 
 
-def make_record(item: PlsqlItem, phase: str, excinfo: pytest.ExceptionInfo[BaseException] | None) -> ItemRecord:
-    """The record the controller aggregates (attached to the report; plain values when serialised)."""
+def make_record(item: PlsqlItem, phase: str, excinfo: pytest.ExceptionInfo[BaseException] | None) -> TestOutcome:
+    """The item's outcome the controller collects (attached to the report; plain values when serialised)."""
     node = item.task_node
     task = node.task
-    outcome = item.outcome if phase == "call" else None
-    if outcome is None:
+    verdict = item.outcome if phase == "call" else None
+    if verdict is None:
         # Setup failed or was skipped, or the item raised something unexpected (the harness's fault).
         message = str(excinfo.value) if excinfo is not None else "not run"
         skipped = excinfo is not None and excinfo.errisinstance(pytest.skip.Exception)
         cls = outcomes.SKIPPED if skipped else outcomes.INFRASTRUCTURE
-        outcome = TestOutcome(item.turn.index, item.test.id, False, cls, message.strip()[:1000])
-    rec = ItemRecord(
-        subset=task.subset,
-        task_id=task.id,
-        node=task.node_name,
-        dialect=task.dialect,
-        n_turns=len(task.turns),
-        turn=item.turn.index,
-        test_id=item.test.id,
-        sample=node.sample,
-        passed=outcome.passed,
-        failure_class=outcome.failure_class,
-        score=outcome.score,
-        message=outcome.message[:2000],
-        error_code=outcome.error_code,
-        expected=_clip(outcome.expected),
-        actual=_clip(outcome.actual),
-        duration_s=round(outcome.duration_s, 4),
-        worker=worker_id(item.config),
-        # e.g. "retried" after an infrastructure error, "safety_warning" under --plsql-safety=warn
-        extra={str(k): json_value(v) for k, v in outcome.extra.items()},
-        script=clip_text(item.test.script, MAX_SCRIPT_TEXT),
-    )
+        verdict = Verdict(item.turn.index, item.test.id, False, cls, message.strip()[:1000])
+    facts = None
     if not node.reported_task:
         node.reported_task = True
-        rec.task = TaskFacts(
+        facts = TaskFacts(
             metadata=dict(task.metadata),
             markers=list(task.markers),
             n_tests=task.n_tests,
@@ -451,10 +438,11 @@ def make_record(item: PlsqlItem, phase: str, excinfo: pytest.ExceptionInfo[BaseE
             prompts=_prompts(task),
         )
     turn = item.turn.index
+    answer = None
     if turn not in node.reported_turns and len(node.answers) >= turn:
         node.reported_turns.add(turn)
         ans = node.answers[turn - 1]
-        rec.answer = {
+        answer = {
             "turn": turn,
             "sample": node.sample,
             "status": ans.status,
@@ -468,7 +456,32 @@ def make_record(item: PlsqlItem, phase: str, excinfo: pytest.ExceptionInfo[BaseE
             **({"raw": clip_text(ans.raw, MAX_ANSWER_TEXT)} if ans.raw and ans.raw.strip() != (ans.code or "").strip() else {}),
         }
     harness: Harness = item.config.stash[HARNESS_KEY]
+    env = None
     if not harness.env_sent and harness.backend is not None:
         harness.env_sent = True
-        rec.env = {"db_version": harness.backend.version, "worker": worker_id(item.config)}
-    return rec
+        env = {"db_version": harness.backend.version, "worker": worker_id(item.config)}
+    return TestOutcome(
+        subset=task.subset,
+        task_id=task.id,
+        node=task.node_name,
+        dialect=task.dialect,
+        n_turns=len(task.turns),
+        turn=item.turn.index,
+        test_id=item.test.id,
+        sample=node.sample,
+        passed=verdict.passed,
+        failure_class=verdict.failure_class,
+        score=verdict.score,
+        message=verdict.message[:2000],
+        error_code=verdict.error_code,
+        expected=_clip(verdict.expected),
+        actual=_clip(verdict.actual),
+        duration_s=round(verdict.duration_s, 4),
+        worker=worker_id(item.config),
+        # e.g. "retried" after an infrastructure error, "safety_warning" under --plsql-safety=warn
+        extra={str(k): json_value(v) for k, v in verdict.extra.items()},
+        script=clip_text(item.test.script, MAX_SCRIPT_TEXT),
+        task=facts,
+        answer=answer,
+        env=env,
+    )

@@ -28,7 +28,7 @@ from .results import read_document
 
 #: Header value saying every answer's ``code`` in a results file is the exact answer.
 EXACT = "exact"
-#: How :func:`~.records.clip_text` ends a clipped text (results files of older versions).
+#: How :func:`~.results.record.clip_text` ends a clipped text (results files of older versions).
 _CLIPPED = re.compile(r"\n\.\.\. \[\d+ more characters not kept\]\Z")
 
 
@@ -45,7 +45,7 @@ class Exported:
 
 
 def _clipped(code: str) -> bool:
-    """Whether ``code`` ends as :func:`~.records.clip_text` leaves a clipped text."""
+    """Whether ``code`` ends as :func:`~.results.record.clip_text` leaves a clipped text."""
     return _CLIPPED.search(code) is not None
 
 

@@ -13,7 +13,7 @@ with a default, called by :class:`~pytest_plsqlbench.runner.TaskRun`:
    ``isolated`` (in a savepoint: the next test sees nothing of it) or ``cumulative`` (in the
    task's scope: the next test of the task sees its effects; the runner runs the tests of a
    task in order and replays the earlier cumulative tests if the scope had to start over);
-4. :meth:`Judge.judge` -- turn what ran into a :class:`~pytest_plsqlbench.outcomes.TestOutcome`
+4. :meth:`Judge.judge` -- turn what ran into a :class:`~pytest_plsqlbench.outcomes.Verdict`
    with a ``score`` (a float in [0, 1] for pass/fail judges, any number for graded ones) and
    typed ``extra`` values.
 
@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal
 from . import kinds, outcomes
 from .comparators import compare_output, compare_rows
 from .dialects.base import Execution
-from .outcomes import TestOutcome
+from .outcomes import Verdict
 from .outputs import returned_value
 
 if TYPE_CHECKING:
@@ -148,7 +148,7 @@ class Judge:
         script = test.script if test.script is not None else answer
         return ctx.session.run(script, isolated=self.mode == "isolated", phase="test")
 
-    def judge(self, ctx: JudgeContext, turn: int, test: UnitTest, execution: Execution) -> TestOutcome:
+    def judge(self, ctx: JudgeContext, turn: int, test: UnitTest, execution: Execution) -> Verdict:
         raise NotImplementedError
 
     def empty_answer_passes(self, ctx: JudgeContext, turn: int, test: UnitTest) -> bool | None:
@@ -172,10 +172,10 @@ class Judge:
         (ProcArena on Oracle restores the committed tables here)."""
 
 
-def _error_outcome(turn: int, test: UnitTest, execution: Execution, actual: list[str]) -> TestOutcome:
+def _error_outcome(turn: int, test: UnitTest, execution: Execution, actual: list[str]) -> Verdict:
     err = execution.error
     assert err is not None
-    return TestOutcome(
+    return Verdict(
         turn, test.id, False, err.failure_class, err.short(),
         list(test.expected) if test.expected is not None else None, actual, err.code,
     )
@@ -244,9 +244,9 @@ class AssertJudge(Judge):
 
     kind = "assert"
 
-    def judge(self, ctx: JudgeContext, turn: int, test: UnitTest, execution: Execution) -> TestOutcome:
+    def judge(self, ctx: JudgeContext, turn: int, test: UnitTest, execution: Execution) -> Verdict:
         if execution.error is None:
-            return TestOutcome(turn, test.id, True)
+            return Verdict(turn, test.id, True)
         err = execution.error
         case = _case_of(test, err.message)
         if case is None:
@@ -259,12 +259,12 @@ class AssertJudge(Judge):
                 found = (expected, returned[1], returned[2])
         if found is None:  # it raised before a value came back: what it raised
             message = f"{call}: {err.short()}; expected {_accepted(expected)}"
-            return TestOutcome(turn, test.id, False, err.failure_class, message, expected,
+            return Verdict(turn, test.id, False, err.failure_class, message, expected,
                                list(execution.lines), err.code, extra={"call": call})
         expected, actual, length = found
         more = f" ... <{length - len(actual)} more characters>" if length > len(actual) else ""
         message = f"{call} returned {actual}{more}; expected {_accepted(expected)}"
-        return TestOutcome(turn, test.id, False, err.failure_class, message, expected, [actual + more], err.code,
+        return Verdict(turn, test.id, False, err.failure_class, message, expected, [actual + more], err.code,
                            extra={"call": call})
 
 
@@ -283,7 +283,7 @@ class OutputJudge(Judge):
     def compare(self, expected: list[str], actual: list[str], test: UnitTest) -> tuple[bool, str]:
         return compare_output(expected, actual)
 
-    def judge(self, ctx: JudgeContext, turn: int, test: UnitTest, execution: Execution) -> TestOutcome:
+    def judge(self, ctx: JudgeContext, turn: int, test: UnitTest, execution: Execution) -> Verdict:
         # A test that runs the answer itself compares what it printed; a test whose script only
         # queries (``SELECT f(3)``) what the queries returned (a value the answer prints instead
         # is a line of its own, which no expected row equals); any other script (``CALL p()``)
@@ -299,8 +299,8 @@ class OutputJudge(Judge):
         expected = self.expected_lines(ctx, turn, test)
         ok, why = self.compare(expected, actual, test)
         if ok:
-            return TestOutcome(turn, test.id, True, expected=expected, actual=actual)
-        return TestOutcome(turn, test.id, False, outcomes.WRONG_OUTPUT, why, expected, actual)
+            return Verdict(turn, test.id, True, expected=expected, actual=actual)
+        return Verdict(turn, test.id, False, outcomes.WRONG_OUTPUT, why, expected, actual)
 
 
 class RowsJudge(OutputJudge):
@@ -391,18 +391,18 @@ class ReferenceJudge(Judge):
         finally:
             session.end_task()
 
-    def judge(self, ctx: JudgeContext, turn: int, test: UnitTest, execution: Execution) -> TestOutcome:
+    def judge(self, ctx: JudgeContext, turn: int, test: UnitTest, execution: Execution) -> Verdict:
         actual = capture(execution)
         err = execution.error
         expected = ctx.expected.get((turn, test.id))
         if expected is None:
-            return TestOutcome(turn, test.id, False, outcomes.INFRASTRUCTURE, "no reference output captured")
+            return Verdict(turn, test.id, False, outcomes.INFRASTRUCTURE, "no reference output captured")
         ok, why = compare_output(expected, actual)
         if ok:
-            return TestOutcome(turn, test.id, True, expected=expected, actual=actual)
+            return Verdict(turn, test.id, True, expected=expected, actual=actual)
         cls = err.failure_class if err is not None else outcomes.WRONG_OUTPUT
         msg = (f"{err.short()}\n" if err is not None else "") + why
-        return TestOutcome(turn, test.id, False, cls, msg, expected, actual, err.code if err else None)
+        return Verdict(turn, test.id, False, cls, msg, expected, actual, err.code if err else None)
 
 
 BUILTIN: tuple[Judge, ...] = (AssertJudge(), OutputJudge(), RowsJudge(), ReferenceJudge())

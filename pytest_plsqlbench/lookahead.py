@@ -33,7 +33,7 @@ import pytest
 from .errors import InfrastructureError
 
 if TYPE_CHECKING:
-    from .outcomes import TestOutcome
+    from .outcomes import Verdict
     from .runner import TaskRun
     from .tasks import Task, Turn, UnitTest
 
@@ -86,7 +86,7 @@ class Block:
     #: Set once setup and every item have run (by the thread, or inline for the first block).
     ready: threading.Event = field(default_factory=threading.Event)
     setup_error: BaseException | None = None
-    outcomes: dict[str, TestOutcome | BaseException] = field(default_factory=dict)
+    outcomes: dict[str, Verdict | BaseException] = field(default_factory=dict)
     #: The next block's job finishes this block's run first; set once it has.
     finishing: threading.Event | None = None
     finish_error: BaseException | None = None
@@ -200,7 +200,7 @@ class Lookahead:
             raise block.setup_error
         return True
 
-    def outcome(self, item: BlockItem) -> TestOutcome | None:
+    def outcome(self, item: BlockItem) -> Verdict | None:
         """The item's stored outcome (None: its task runs as usual); a stored error is raised."""
         block = self._by_node.get(id(item.task_node))
         if block is None or not block.ready.is_set():

@@ -29,7 +29,7 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .outcomes import (
     EXCLUDED,
@@ -47,6 +47,9 @@ from .outcomes import (
 )
 from .reporting.stats import bootstrap_cis, mean, pass_at_k
 
+if TYPE_CHECKING:  # types only: results.record's package imports this module
+    from .results.record import TestOutcome
+
 #: Skipped items (e.g. a task its data cannot run, "not runnable") are left out like excluded ones,
 #: but listed apart, never as failures.
 #: Metrics-internal class of a ``not_generated`` test left out under --plsql-missing=exclude.
@@ -60,12 +63,11 @@ HEADLINE = ("mean_test_pass", "suite_pass", "turn_suite_pass", "episode_pass")
 UNIT_PRIORITY = (NOT_GENERATED, UNSAFE, INVALID_ARTIFACT, INTERFACE, TIMEOUT, WRONG_OUTPUT)
 
 
-def judged_class(rec: Mapping[str, Any]) -> str:
-    """A test record's class for the metrics (a not-generated test is excluded only by choice)."""
-    cls = rec.get("failure_class", PASSED)
-    if cls == NOT_GENERATED and (rec.get("extra") or {}).get(MISSING_EXCLUDED_KEY):
+def judged_class(failure_class: str, extra: Mapping[str, Any] | None) -> str:
+    """A test's class for the metrics (a not-generated test is excluded only by choice)."""
+    if failure_class == NOT_GENERATED and (extra or {}).get(MISSING_EXCLUDED_KEY):
         return MISSING_EXCLUDED
-    return cls
+    return failure_class
 
 
 @dataclass
@@ -120,25 +122,23 @@ class TaskScore:
         return 1.0 if self.per_turn and all(n and p == n for p, n in self.per_turn.values()) else 0.0
 
 
-def score_task(
-    subset: str, task_id: str, n_turns: int, tests: Iterable[Mapping[str, Any]], sample: int = 0
-) -> TaskScore:
-    """Score one sample of a task from its test records (``turn``, ``passed``, ``failure_class``)."""
+def score_task(subset: str, task_id: str, n_turns: int, tests: Iterable[TestOutcome], sample: int = 0) -> TaskScore:
+    """Score one sample of a task from its tests' outcomes (``turn``, ``passed``, ``failure_class``)."""
     judged: dict[int, list[int]] = defaultdict(lambda: [0, 0])
     seen_turns: set[int] = set()
     excluded_classes: Counter[str] = Counter()
     skip_reason = ""
     for rec in tests:
-        turn = int(rec.get("turn", 1))
+        turn = int(rec.turn)
         seen_turns.add(turn)
-        cls = judged_class(rec)
+        cls = judged_class(rec.failure_class, rec.extra)
         if cls in NOT_JUDGED:
             excluded_classes[cls] += 1
             if cls == SKIPPED and not skip_reason:
-                skip_reason = str(rec.get("message") or "")
+                skip_reason = str(rec.message or "")
             continue
         judged[turn][1] += 1
-        if rec.get("passed"):
+        if rec.passed:
             judged[turn][0] += 1
     per_turn = {t: (judged[t][0], judged[t][1]) for t in sorted(judged)}
     reason = None
@@ -245,18 +245,18 @@ class TaskResult:
         }
 
 
-def score_samples(subset: str, task_id: str, n_turns: int, tests: Iterable[Mapping[str, Any]]) -> TaskResult:
-    """Score a task whose test records may belong to several samples (``sample`` field)."""
-    by_sample: dict[int, list[Mapping[str, Any]]] = defaultdict(list)
+def score_samples(subset: str, task_id: str, n_turns: int, tests: Iterable[TestOutcome]) -> TaskResult:
+    """Score a task whose tests may belong to several samples (``sample`` field)."""
+    by_sample: dict[int, list[TestOutcome]] = defaultdict(list)
     for rec in tests:
-        by_sample[int(rec.get("sample") or 0)].append(rec)
+        by_sample[int(rec.sample or 0)].append(rec)
     samples = [
         score_task(subset, task_id, n_turns, recs, sample) for sample, recs in sorted(by_sample.items())
     ]
     return TaskResult(subset, task_id, n_turns, samples)
 
 
-def unit_failures(tests: Iterable[Mapping[str, Any]]) -> Counter[str]:
+def unit_failures(tests: Iterable[TestOutcome]) -> Counter[str]:
     """Failed analysis units (sample x turn) by class, as in the paper's error analysis.
 
     A unit with a judged failing test gets the class of its earliest failing stage
@@ -265,7 +265,7 @@ def unit_failures(tests: Iterable[Mapping[str, Any]]) -> Counter[str]:
     """
     units: dict[tuple[int, int], set[str]] = defaultdict(set)
     for rec in tests:
-        units[(int(rec.get("sample") or 0), int(rec.get("turn", 1)))].add(judged_class(rec))
+        units[(int(rec.sample or 0), int(rec.turn))].add(judged_class(rec.failure_class, rec.extra))
     out: Counter[str] = Counter()
     for classes in units.values():
         cls = unit_class(classes)
@@ -286,13 +286,9 @@ def unit_class(classes: Iterable[str]) -> str | None:
     return None
 
 
-def failed_tests(tests: Iterable[Mapping[str, Any]]) -> Counter[str]:
+def failed_tests(tests: Iterable[TestOutcome]) -> Counter[str]:
     """Failed unit tests by class (skipped tests are not failures)."""
-    return Counter(
-        r.get("failure_class", PASSED)
-        for r in tests
-        if r.get("failure_class", PASSED) not in (PASSED, SKIPPED)
-    )
+    return Counter(r.failure_class for r in tests if r.failure_class not in (PASSED, SKIPPED))
 
 
 @dataclass

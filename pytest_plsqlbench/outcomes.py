@@ -1,4 +1,4 @@
-"""Failure classes and the outcome of one unit test.
+"""Failure classes and a judge's verdict on one unit test.
 
 The classes follow PLSQLBench App. E.2 (three model-attributable categories) plus the
 statuses a harness needs so that it never scores its own trouble against a model.
@@ -58,10 +58,11 @@ LABELS = {
 
 
 @dataclass
-class TestOutcome:
-    """What happened to one unit test of one turn (kept small: it crosses process borders)."""
+class Verdict:
+    """What a judge found of one unit test of one turn. The item adds its identity and makes the
+    record that travels to the report (:class:`pytest_plsqlbench.results.record.TestOutcome`)."""
 
-    __test__ = False  # not a pytest test class
+    __test__ = False  # not a pytest test class (test modules still import it as TestOutcome)
 
     turn: int
     test_id: str
@@ -85,3 +86,8 @@ class TestOutcome:
     @property
     def excluded(self) -> bool:
         return self.failure_class in EXCLUDED
+
+
+#: The verdict's old name, for the modules not yet moved to :class:`Verdict` (``runner.py``,
+#: ``procarena/``: other branches of issue 30 edit them now); deleted once they use the new name.
+TestOutcome = Verdict

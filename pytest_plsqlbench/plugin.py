@@ -30,9 +30,9 @@ from .collect import (
 )
 from .errors import PlsqlBenchError, UsageError
 from .manifests import Manifest, discover, run_dialect
-from .records import ItemRecord
 from .registry import Registry, load_plugins, use
 from .results import ResultsCollector
+from .results.record import TestOutcome
 from .settings import Settings, add_options, dialect_given, source_variable
 from .state import SETTINGS_KEY, get_settings, is_active, worker_count, worker_id
 from .summary import summary_lines
@@ -438,8 +438,8 @@ def pytest_report_to_serializable(config: pytest.Config, report: Any) -> Generat
     """A benchmark item's record leaves as plain values; on an xdist worker the report's small
     parts are packed too (``wire``)."""
     data = yield
-    if isinstance(data, dict) and isinstance(data.get("plsql"), ItemRecord):
-        data["plsql"] = data["plsql"].to_dict()
+    if isinstance(data, dict) and isinstance(data.get("plsql"), TestOutcome):
+        data["plsql"] = data["plsql"].to_wire()
     if isinstance(data, dict) and getattr(config, "workerinput", None) is not None and is_active(config):
         wire.pack(data)
     return data

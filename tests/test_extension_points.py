@@ -17,8 +17,8 @@ from pytest_plsqlbench.episode import Episode
 from pytest_plsqlbench.errors import UsageError
 from pytest_plsqlbench.families import REGISTRY, Column, FamilyRegistry, MetricFamily, PlsqlBenchFamily
 from pytest_plsqlbench.judges import DEFAULT, Judge, JudgeRegistry
-from pytest_plsqlbench.outcomes import TestOutcome
-from pytest_plsqlbench.records import ItemRecord, TaskFacts, json_value
+from pytest_plsqlbench.outcomes import Verdict
+from pytest_plsqlbench.results.record import TaskFacts, TestOutcome, json_value
 from pytest_plsqlbench.tasks import Task, Turn, UnitTest
 
 pytest_plugins = ["pytester"]
@@ -54,24 +54,24 @@ def test_junit_classname_is_the_task_with_its_sample() -> None:
 
 # --------------------------------------------------------------------------- records
 def test_record_round_trip_keeps_numbers_typed() -> None:
-    rec = ItemRecord(
+    rec = TestOutcome(
         subset="s", task_id="t", node="t", turn=1, test_id="x", passed=True, score=1.35,
         extra={"speedup": 1.35, "scans": 12, "ok": True, "note": "n" * 5000, "why": ValueError("v")},
         task=TaskFacts(metadata={"a": 1}, n_tests=3),
     )
-    data = json.loads(json.dumps(rec.to_dict()))
-    back = ItemRecord.from_dict(data)
+    data = json.loads(json.dumps(rec.to_wire()))
+    back = TestOutcome.from_wire(data)
     assert back.extra["speedup"] == 1.35 and back.extra["scans"] == 12 and back.extra["ok"] is True
     assert back.task == TaskFacts(metadata={"a": 1}, n_tests=3)
-    assert back.test_entry()["score"] == 1.35
-    assert "task" not in back.test_entry()
+    assert back.to_json()["score"] == 1.35
+    assert "task" not in back.to_json()
     assert json_value("n" * 5000) == "n" * 1000 and json_value(ValueError("v")) == "v"
 
 
 def test_outcome_score_follows_passed_unless_given() -> None:
-    assert TestOutcome(1, "x", True).score == 1.0
-    assert TestOutcome(1, "x", False, "wrong_output").score == 0.0
-    assert TestOutcome(1, "x", True, score=2.5).score == 2.5
+    assert Verdict(1, "x", True).score == 1.0
+    assert Verdict(1, "x", False, "wrong_output").score == 0.0
+    assert Verdict(1, "x", True, score=2.5).score == 2.5
 
 
 # --------------------------------------------------------------------------- episodes
@@ -136,7 +136,7 @@ import pytest
 from pytest_plsqlbench import Answer
 from pytest_plsqlbench.families import Column, PlsqlBenchFamily
 from pytest_plsqlbench.judges import Judge
-from pytest_plsqlbench.outcomes import TestOutcome
+from pytest_plsqlbench.outcomes import Verdict
 from pytest_plsqlbench.tasks import Task, Turn, UnitTest
 
 #: Each run of it adds one to a session setting and prints the new value.
@@ -162,7 +162,7 @@ class CountJudge(Judge):
         want = ctx.expected[(turn, test.id)]
         got = execution.lines[-1] if execution.lines else ""
         passed = got == want
-        return TestOutcome(turn, test.id, passed, "passed" if passed else "wrong_output",
+        return Verdict(turn, test.id, passed, "passed" if passed else "wrong_output",
                            "" if passed else f"count {got}, expected {want}",
                            score=int(got) / int(want), extra={"count": int(got), "prepared": len(ctx.worker_cache["prepared"])})
 
@@ -336,7 +336,7 @@ class _Cumulative(Judge):
     mode = "cumulative"
 
     def judge(self, ctx, turn, test, execution):  # noqa: ANN001, ANN201
-        return TestOutcome(turn, test.id, True, extra={"kept": int(execution.lines[-1])})
+        return Verdict(turn, test.id, True, extra={"kept": int(execution.lines[-1])})
 
 
 def test_cumulative_tests_see_earlier_tests_and_are_replayed_when_the_scope_restarts() -> None:

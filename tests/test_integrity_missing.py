@@ -4,11 +4,14 @@ and the summary and the leaderboard then refuse to call the run comparable."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from pytest_plsqlbench.errors import UsageError
 from pytest_plsqlbench.metrics import score_task, unit_failures
 from pytest_plsqlbench.reporting.leaderboard import noncomparable_reasons
+from pytest_plsqlbench.results.record import TestOutcome
 from pytest_plsqlbench.summary import summary_lines
 
 from integrity_subset import run_plugin, write_subset
@@ -52,8 +55,8 @@ def test_exclude_is_explicit_and_marks_the_run_not_comparable(pytester: pytest.P
 
 
 def test_metrics_read_the_choice_from_the_records() -> None:
-    fail = {"turn": 1, "test_id": "x", "passed": False, "failure_class": "not_generated"}
-    excl = {**fail, "extra": {"missing_excluded": "--plsql-missing=exclude"}}
+    fail = TestOutcome("s", "t", "t", 1, "x", False, "not_generated")
+    excl = dataclasses.replace(fail, extra={"missing_excluded": "--plsql-missing=exclude"})
     assert score_task("s", "t", 1, [fail]).suite_pass == 0.0 and not score_task("s", "t", 1, [fail]).excluded
     assert score_task("s", "t", 1, [excl]).excluded and score_task("s", "t", 1, [excl]).missing_excluded
     assert unit_failures([fail]) == {"not_generated": 1}
@@ -61,8 +64,8 @@ def test_metrics_read_the_choice_from_the_records() -> None:
 
 
 def test_a_task_that_lost_tests_to_exclusion_is_named() -> None:
-    recs = [{"turn": 1, "test_id": "a", "passed": True, "failure_class": "passed"},
-            {"turn": 1, "test_id": "b", "passed": False, "failure_class": "infrastructure"}]
+    recs = [TestOutcome("s", "lossy", "lossy", 1, "a", True, "passed"),
+            TestOutcome("s", "lossy", "lossy", 1, "b", False, "infrastructure")]
     score = score_task("s", "lossy", 1, recs)
     assert score.n_excluded == 1 and not score.excluded
     doc = {"subsets": {"s": {"tasks": 1, "partly_excluded_tasks": ["lossy"], "failure_units": {}}}, "failure_units": {}}

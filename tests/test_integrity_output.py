@@ -10,7 +10,7 @@ import sys
 import pytest
 
 from pytest_plsqlbench.collect import MAX_FAILURE_CHARS, failure_text
-from pytest_plsqlbench.outcomes import TestOutcome
+from pytest_plsqlbench.outcomes import Verdict
 
 from integrity_subset import run_plugin, write_subset
 
@@ -18,7 +18,7 @@ BIG = 2_000_000
 
 
 def test_failure_text_is_clipped() -> None:
-    outcome = TestOutcome(1, "t", False, "wrong_output", "x" * BIG, ["e" * BIG] * 50, ["a" * BIG] * 50)
+    outcome = Verdict(1, "t", False, "wrong_output", "x" * BIG, ["e" * BIG] * 50, ["a" * BIG] * 50)
     text = failure_text(outcome)
     assert len(text) < MAX_FAILURE_CHARS + 3000
     assert "more characters" in text
@@ -26,7 +26,7 @@ def test_failure_text_is_clipped() -> None:
 
 def test_failure_text_keeps_a_late_difference_of_long_lines_in_view() -> None:
     expected, actual = "0123456789" * 60 + "EXPECTED-TAIL", "0123456789" * 60 + "ACTUAL-TAIL"
-    outcome = TestOutcome(1, "t", False, "wrong_output", "1 line differs", ["same", expected], ["same", actual])
+    outcome = Verdict(1, "t", False, "wrong_output", "1 line differs", ["same", expected], ["same", actual])
     text = failure_text(outcome)
     assert "EXPECTED-TAIL" in text and "ACTUAL-TAIL" in text, text
     assert len(text) < 1200 and "'same'" in text

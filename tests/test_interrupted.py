@@ -250,15 +250,15 @@ def test_maxfail_reached_at_the_last_item_is_not_an_interruption() -> None:
     """-x stops pytest only if items remain: a run whose last item was its first failure ran to the end."""
     from types import SimpleNamespace
 
-    from pytest_plsqlbench.records import ItemRecord
     from pytest_plsqlbench.results import ResultsCollector
+    from pytest_plsqlbench.results.record import TestOutcome
     from pytest_plsqlbench.settings import Settings
 
     def finish(collected: int, interrupted: str | None = None) -> str | None:
         config = SimpleNamespace(stash={}, getoption=lambda name, default=None: default, getini=lambda name: None)
         collector = ResultsCollector(config, Settings.of(subsets=("mbpp",)), {})  # type: ignore[arg-type]
         for n in range(3):
-            collector.records[f"mbpp/m1/case-{n}"] = ItemRecord("mbpp", "m1", "m1", 1, f"case-{n}", passed=n < 2)
+            collector.records[f"mbpp/m1/case-{n}"] = TestOutcome("mbpp", "m1", "m1", 1, f"case-{n}", passed=n < 2)
         session = SimpleNamespace(shouldfail="stopping after 1 failures", shouldstop=False, testscollected=collected)
         collector.interrupted = interrupted  # what pytest_keyboard_interrupt saw, under xdist
         collector.pytest_sessionfinish(session, 1)  # type: ignore[arg-type]

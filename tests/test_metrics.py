@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 import math
 from fractions import Fraction
+from typing import Any
 
 import pytest
 
@@ -16,11 +17,17 @@ from pytest_plsqlbench.metrics import (
     unit_failures,
 )
 from pytest_plsqlbench.reporting.stats import bootstrap_cis, pass_at_k
+from pytest_plsqlbench.results.record import TestOutcome
 
 
-def records(*turns: list[bool], sample: int = 0, cls: str = "wrong_output") -> list[dict]:
-    """Test records: one list of pass/fail per turn."""
-    return [
+def typed(*tests: dict[str, Any]) -> list[TestOutcome]:
+    """Tests' outcomes from their test entries (the metrics read typed outcomes)."""
+    return [TestOutcome("s", "t", "t", **t) for t in tests]
+
+
+def records(*turns: list[bool], sample: int = 0, cls: str = "wrong_output") -> list[TestOutcome]:
+    """Tests' outcomes: one list of pass/fail per turn."""
+    return typed(*(
         {
             "turn": t,
             "test_id": f"t{i}",
@@ -30,7 +37,7 @@ def records(*turns: list[bool], sample: int = 0, cls: str = "wrong_output") -> l
         }
         for t, outcomes in enumerate(turns, 1)
         for i, ok in enumerate(outcomes)
-    ]
+    ))
 
 
 def result(task_id: str, *turns: list[bool], subset: str = "s") -> TaskResult:
@@ -76,14 +83,14 @@ def test_excluded_tests_are_left_out_and_empty_tasks_listed_not_scored_zero() ->
         "p",
         1,
         records([True, False])
-        + [{"turn": 1, "test_id": "x", "sample": 0, "passed": False, "failure_class": "infrastructure"}],
+        + typed({"turn": 1, "test_id": "x", "sample": 0, "passed": False, "failure_class": "infrastructure"}),
     )
     gone = score_samples(
         "s",
         "g",
         1,
-        [{"turn": 1, "test_id": "x", "sample": 0, "passed": False, "failure_class": "not_generated",
-          "extra": {"missing_excluded": "--plsql-missing=exclude"}}],
+        typed({"turn": 1, "test_id": "x", "sample": 0, "passed": False, "failure_class": "not_generated",
+               "extra": {"missing_excluded": "--plsql-missing=exclude"}}),
     )
     m = subset_metrics("s", [partial, gone])
     assert partial.test_pass == pytest.approx(0.5)
@@ -92,10 +99,10 @@ def test_excluded_tests_are_left_out_and_empty_tasks_listed_not_scored_zero() ->
 
 
 def test_a_sample_with_an_unjudged_turn_is_dropped_and_the_task_kept_on_its_other_samples() -> None:
-    recs = records([True], [True], sample=0) + [
+    recs = records([True], [True], sample=0) + typed(
         {"turn": 1, "test_id": "t0", "sample": 1, "passed": True, "failure_class": "passed"},
         {"turn": 2, "test_id": "t0", "sample": 1, "passed": False, "failure_class": "infrastructure"},
-    ]
+    )
     task = score_samples("s", "e", 2, recs)
     assert task.n == 1 and task.episode_pass == 1.0 and not task.excluded
 
@@ -198,13 +205,13 @@ def test_a_mixed_subset_resamples_multi_turn_metrics_over_its_multi_turn_tasks()
 
 # --------------------------------------------------------------------------- failure units (§4.4)
 def test_a_failed_turn_is_one_unit_classed_by_its_earliest_failing_stage() -> None:
-    recs = records([False, True], cls="wrong_output") + [
+    recs = records([False, True], cls="wrong_output") + typed(
         {"turn": 1, "test_id": "x", "sample": 0, "passed": False, "failure_class": "invalid_artifact"},
         {"turn": 2, "test_id": "y", "sample": 0, "passed": False, "failure_class": "timeout"},
         {"turn": 2, "test_id": "z", "sample": 0, "passed": False, "failure_class": "wrong_output"},
         {"turn": 3, "test_id": "w", "sample": 0, "passed": True, "failure_class": "passed"},
         {"turn": 4, "test_id": "v", "sample": 0, "passed": False, "failure_class": "not_generated"},
-    ]
+    )
     assert unit_failures(recs) == {"invalid_artifact": 1, "timeout": 1, "not_generated": 1}
 
 
@@ -214,7 +221,7 @@ def test_score_task_keeps_per_turn_counts() -> None:
 
 
 def test_skipped_tasks_are_listed_apart_and_never_failures() -> None:
-    skipped = [
+    skipped = typed(
         {
             "turn": 1,
             "test_id": "t",
@@ -223,7 +230,7 @@ def test_skipped_tasks_are_listed_apart_and_never_failures() -> None:
             "failure_class": "skipped",
             "message": "not runnable: no schema",
         }
-    ]
+    )
     task = score_samples("s", "k", 1, skipped)
     assert task.skipped and task.excluded and task.excluded_reason == "skipped: not runnable: no schema"
     m = subset_metrics("s", [task, result("a", [True])])

@@ -21,10 +21,14 @@ from pytest_plsqlbench.results import (
     RUN_IDENTITY,
     ResultsCollector,
     ResultsFormatError,
+    TaskResult,
+    TestOutcome,
     build_document,
     data_revisions,
     manifest_digest,
     read_document,
+    read_results,
+    score,
     usage_totals,
     write_document,
 )
@@ -200,6 +204,35 @@ def test_write_then_read_round_trips(tmp_path: Path) -> None:
     assert [p.name for p in path.parent.iterdir()] == ["r.json"]  # no temporary file left
 
 
+def test_a_file_reads_back_into_the_typed_records_and_scores_as_written(tmp_path: Path) -> None:
+    """The file's task entries are TaskResults with TestOutcomes; its figures are not read but
+    derived again by the one scoring function, which gives the document that was written."""
+    path = tmp_path / "r.json"
+    write_document(doc(), path)
+    results = read_results(path)
+    assert results.header == HEADER and results.subset_info["s2mt"]["paper"] == PAPER["s2mt"]["paper"]
+    assert all(isinstance(t, TaskResult) and all(isinstance(x, TestOutcome) for x in t.tests) for t in results.tasks)
+    first = results.tasks[0]
+    assert (first.subset, first.task_id, first.tests[0].subset, first.tests[0].task_id) == ("mbpp", "m1", "mbpp", "m1")
+    assert "suite_pass" not in first.to_json() and [t.to_json()["tests"] for t in results.tasks] == [
+        t["tests"] for t in doc()["tasks"]
+    ]
+    assert score(results) == doc()
+
+
+def test_the_typed_reader_refuses_an_older_file_naming_its_version_and_what_to_do(tmp_path: Path) -> None:
+    d = doc()
+    d["version"] = RESULTS_VERSION - 1
+    path = tmp_path / "r.json"
+    path.write_text(json.dumps(d))
+    with pytest.raises(ResultsFormatError) as info:
+        read_results(path)
+    assert str(info.value) == (
+        f"{path}: results file is older (version 1); re-run the benchmark, or re-score it from the answer "
+        "cache with --plsql-cache-only, to get a version 2 file"
+    )
+
+
 @pytest.mark.parametrize(
     ("mutate", "message"),
     [
@@ -324,7 +357,7 @@ def test_converted_mbpp_tasks_report_the_sha256_of_the_input_they_read(tmp_path:
     tasks = load()
     assert {t.metadata["data_revision"] for t in tasks} == {want}
     assert {t.metadata["data_revision"] for t in load()} == {want}  # read back from the cache
-    entries = [{"subset": t.subset, "metadata": dict(t.metadata)} for t in tasks]
+    entries = [TaskResult(t.subset, t.id, metadata=dict(t.metadata)) for t in tasks]
     # The header names it, not the manifest's pinned checksum (which this local copy does not match).
     assert data_revisions(settings, entries)["mbpp-plus"] == want
 
@@ -424,7 +457,7 @@ def test_an_answer_recorded_twice_after_a_worker_crash_counts_once() -> None:
         rec = {**record, "test_id": test_id, "answer": dict(answer), "task": {"n_tests": 2, "metadata": {}}}
         report = SimpleNamespace(nodeid=f"mbpp/m1/{test_id}", when="call", skipped=False, failed=False, plsql=rec)
         collector.pytest_runtest_logreport(report)  # type: ignore[arg-type]
-    entries = collector.task_entries()
+    entries = [t.to_json() for t in collector.results()]
     assert len(entries[0]["answers"]) == 1
     d = build_document({**HEADER, "subsets": ["mbpp"]}, entries, PAPER)
     assert d["usage"]["prompt_tokens"] == 1000 and d["usage"]["answers"] == 1

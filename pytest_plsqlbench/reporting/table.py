@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 # The metrics' own view of a test's class (e.g. a not-generated test excluded by choice).
 from ..metrics import NOT_JUDGED, judged_class
-from ..outcomes import LEFT_OUT_PREFIX, SKIPPED
+from ..outcomes import LEFT_OUT_PREFIX, PASSED, SKIPPED
 
 if TYPE_CHECKING:
     from ..families import Column, MetricFamily
@@ -110,7 +110,7 @@ def item_counts(document: Mapping[str, Any]) -> dict[str, Any]:
             dropped = None
         for test in task.get("tests") or ():
             out["items"] += 1
-            cls = judged_class(test)
+            cls = judged_class(test.get("failure_class", PASSED), test.get("extra"))
             passed = bool(test.get("passed"))
             if cls == SKIPPED:
                 out["skipped"] += 1

@@ -1,14 +1,16 @@
-"""Collecting per-item records on the controller.
+r"""Collecting per-item outcomes on the controller.
 
-Workers attach an :class:`~pytest_plsqlbench.records.ItemRecord` (as plain JSON values) to each
-benchmark item's report (``report.plsql``); xdist serialises it with the report, so the
-controller (or the single process of a ``-n 0`` run) sees every record in
-``pytest_runtest_logreport``, including the reports xdist synthesises for an item whose worker
-crashed. :meth:`ResultsCollector.document` turns them into the results document.
+Workers attach a :class:`~pytest_plsqlbench.results.record.TestOutcome` to each benchmark item's
+report (``report.plsql``; plain JSON values when xdist serialises it), so the controller (or the
+single process of a ``-n 0`` run) sees every outcome in ``pytest_runtest_logreport``, including
+the reports xdist synthesises for an item whose worker crashed. :meth:`ResultsCollector.results`
+groups them into :class:`~pytest_plsqlbench.results.record.TaskResult`\ s and
+:meth:`ResultsCollector.document` scores those once.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import functools
 import logging
@@ -20,13 +22,12 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from .. import __version__, nodeids
-from ..metrics import SKIPPED
 from ..outcomes import INFRASTRUCTURE
-from ..records import ItemRecord, TaskFacts
 from ..reporting import junit
 from ..settings import Settings
-from .document import answers_digest, build_document, data_revisions, unique_answers
+from .document import answers_digest, data_revisions, score, unique_answers
 from .reading import write_document
+from .record import ResultsFile, TaskFacts, TaskResult, TestOutcome
 
 #: The header's ``interrupted`` while the run is under way: the file written at session start
 #: says so, and only the end of the run replaces it. A controller killed outright (SIGKILL, OOM,
@@ -55,7 +56,7 @@ class ResultsCollector:
         self.settings = settings
         #: The run's manifests (read once by the plugin): paper mapping, metric family, data digest.
         self.manifests: Mapping[str, Manifest] = dict(manifests or {})
-        self.records: dict[str, ItemRecord] = {}
+        self.records: dict[str, TestOutcome] = {}
         self.task_info: dict[tuple[str, str], TaskFacts] = {}
         self.answers: dict[tuple[str, str], dict[tuple[int, int], dict[str, Any]]] = {}
         self.env: dict[str, Any] = {}
@@ -80,7 +81,7 @@ class ResultsCollector:
         file that says so, never an earlier run's file or none."""
         if self.settings.report.results is not None:
             header = {**self.header(), "interrupted": NOT_FINISHED}
-            write_document(build_document(header, [], self.subset_info([])), self.settings.report.results)
+            write_document(score(ResultsFile(header, self.subset_info([]), ())), self.settings.report.results)
 
     def pytest_keyboard_interrupt(self, excinfo: pytest.ExceptionInfo[BaseException]) -> None:
         # Ctrl-C, an xdist stop (-x/--maxfail under -n, a worker interrupted), or pytest.exit().
@@ -113,7 +114,7 @@ class ResultsCollector:
                 parsed = nodeids.parse(report.nodeid)
                 if parsed is not None:
                     # e.g. a worker crashed while running the item.
-                    self.records[report.nodeid] = ItemRecord(
+                    self.records[report.nodeid] = TestOutcome(
                         subset=parsed.subset,
                         task_id=None,
                         node=parsed.node,
@@ -127,14 +128,12 @@ class ResultsCollector:
         elif report.when != "teardown":
             # A failed setup carries the record (the call never happens); otherwise the call does.
             # In one process the record itself; from an xdist worker its plain values.
-            rec = data if isinstance(data, ItemRecord) else ItemRecord.from_dict(data)
+            rec = data if isinstance(data, TestOutcome) else TestOutcome.from_wire(data)
             if report.skipped:
-                # Skipped by a plugin (e.g. a task the data cannot run): neither a failure nor a harness error.
                 reason = (
                     report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr or "")
                 )
-                rec.passed, rec.failure_class, rec.score = False, SKIPPED, None
-                rec.message = str(reason).removeprefix("Skipped: ")
+                rec = rec.skipped(str(reason).removeprefix("Skipped: "))
             self.records[report.nodeid] = rec
             key = (rec.subset, str(rec.task_id))
             if rec.task is not None:
@@ -188,49 +187,30 @@ class ResultsCollector:
                 pass
 
     # ----------------------------------------------------------------- results
-    def _resolve_task_ids(self) -> None:
+    def results(self) -> list[TaskResult]:
+        """The run's task results so far (all samples of a task in one), in the order they came."""
         by_node = {(r.subset, r.node): r.task_id for r in self.records.values() if r.task_id}
-        for rec in self.records.values():
-            if rec.task_id is None:
-                rec.task_id = by_node.get((rec.subset, rec.node), rec.node)
-
-    def task_entries(self) -> list[dict[str, Any]]:
-        """One raw entry per task (all samples): identity, metadata, answers and per-test outcomes."""
-        self._resolve_task_ids()
-        grouped: dict[tuple[str, str], list[ItemRecord]] = {}
-        for rec in self.records.values():
+        grouped: dict[tuple[str, str], list[TestOutcome]] = {}
+        for nodeid, rec in self.records.items():
+            if rec.task_id is None:  # a crashed item: its task's id from its siblings, else the node
+                rec = self.records[nodeid] = dataclasses.replace(rec, task_id=by_node.get((rec.subset, rec.node), rec.node))
             grouped.setdefault((rec.subset, str(rec.task_id)), []).append(rec)
-        entries = []
-        for (subset, task_id), recs in grouped.items():
-            info = self.task_info.get((subset, task_id)) or TaskFacts()
-            entries.append(
-                {
-                    "subset": subset,
-                    "task_id": task_id,
-                    "node": recs[0].node,
-                    "n_turns": max(int(r.n_turns or 1) for r in recs),
-                    "n_tests": info.n_tests,
-                    "entry_points": list(info.entry_points),
-                    "metadata": dict(info.metadata),
-                    "markers": list(info.markers),
-                    "prompts": list(info.prompts),
-                    "answers": unique_answers(self.answers.get((subset, task_id), {}).values()),
-                    "tests": [r.test_entry() for r in recs],
-                }
-            )
-        return entries
+        return [
+            TaskResult.of(recs, self.task_info.get(key), unique_answers(self.answers.get(key, {}).values()))
+            for key, recs in grouped.items()
+        ]
 
     def document(self) -> dict[str, Any]:
-        """The versioned results document (``--plsql-results``)."""
+        """The versioned results document (``--plsql-results``), scored once."""
         if self._document is None:
-            tasks = self.task_entries()
-            self._document = build_document(self.header(tasks), tasks, self.subset_info(tasks))
+            tasks = self.results()
+            self._document = score(ResultsFile(self.header(tasks), self.subset_info(tasks), tuple(tasks)))
         return self._document
 
-    def subset_info(self, tasks: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
+    def subset_info(self, tasks: Sequence[TaskResult]) -> dict[str, dict[str, Any]]:
         """Per-subset facts the report needs later without the manifests: paper mapping, metric family."""
         out = {}
-        for subset in dict.fromkeys([*self.settings.tasks.subsets, *(t["subset"] for t in tasks)]):
+        for subset in dict.fromkeys([*self.settings.tasks.subsets, *(t.subset for t in tasks)]):
             manifest = self.manifests.get(subset)
             out[subset] = {
                 "paper": dict(manifest.paper) if manifest is not None else {},
@@ -239,7 +219,7 @@ class ResultsCollector:
             }
         return out
 
-    def header(self, tasks: Sequence[Mapping[str, Any]] = ()) -> dict[str, Any]:
+    def header(self, tasks: Sequence[TaskResult] = ()) -> dict[str, Any]:
         s = self.settings
         from ..loaders.mbpp import keep_left_out
 

@@ -1,4 +1,5 @@
-"""Building the results document: a pure function of its header and task entries.
+"""Scoring a run's saved results into the results document (:func:`score`): a pure function of
+its header and :class:`~.record.TaskResult`\\ s, where every figure of the document is computed.
 
 That purity is what lets ``plsqlbench merge`` combine shards into exactly the numbers of an
 unsharded run. Each subset is scored by its metric family (:mod:`pytest_plsqlbench.families`,
@@ -8,6 +9,7 @@ named in its manifest, kept in ``subset_info``); the core scores what every fami
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 from collections import Counter
 from collections.abc import Iterable, Mapping
@@ -15,10 +17,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .. import families
-from ..metrics import HEADLINE, NOT_JUDGED, TaskResult, failed_tests, score_samples, unit_failures
-from ..outcomes import FAILURE_CLASSES, PASSED
+from ..metrics import HEADLINE, NOT_JUDGED, failed_tests, score_samples, unit_failures
+from ..metrics import TaskResult as TaskScores  # a task's scores; record.TaskResult is its saved result
+from ..outcomes import FAILURE_CLASSES
 from ..reporting.leaderboard import split_overall
 from ..reporting.stats import BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED, CONFIDENCE
+from .record import ResultsFile, TaskResult, TestOutcome
 from .version import RESULTS_FORMAT, RESULTS_VERSION
 
 if TYPE_CHECKING:
@@ -31,45 +35,51 @@ def build_document(
     tasks: Iterable[Mapping[str, Any]],
     subset_info: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> dict[str, Any]:
-    """The complete document from a header and raw task entries; every aggregate is derived here.
+    """The document of raw task entries (as a results file holds them): :func:`score` of them read
+    as :class:`~.record.TaskResult`\\ s (their stated figures left behind)."""
+    info = {name: dict(m) for name, m in (subset_info or {}).items()}
+    return score(ResultsFile(dict(header), info, tuple(TaskResult.from_json(t) for t in tasks)))
 
-    Tasks are scored from their ``tests`` lists and sorted by (subset, task id), so the result
-    does not depend on the order the entries arrive in (shards, xdist workers). ``subset_info``
-    gives per subset its ``paper`` mapping and its ``metric_family`` (default ``plsqlbench``).
+
+def score(results: ResultsFile) -> dict[str, Any]:
+    """The complete document of a run's saved results; every figure anywhere is derived here.
+
+    Tasks are scored from their tests and sorted by (subset, task id), so the result does not
+    depend on the order they arrive in (shards, xdist workers). ``results.subset_info`` gives per
+    subset its ``paper`` mapping and its ``metric_family`` (default ``plsqlbench``).
     """
-    subset_info = dict(subset_info or {})
-    entries = sorted((dict(t) for t in tasks), key=lambda t: (t["subset"], t["task_id"]))
-    order = list(dict.fromkeys([*header.get("subsets", []), *(t["subset"] for t in entries)]))
+    header, subset_info = results.header, results.subset_info
+    ordered = sorted(results.tasks, key=lambda t: (t.subset, t.task_id))
+    order = list(dict.fromkeys([*header.get("subsets", []), *(t.subset for t in ordered)]))
     family_of = {s: families.get((subset_info.get(s) or {}).get("metric_family")) for s in order}
-    results: dict[str, list[TaskResult]] = {s: [] for s in order}
+    scores: dict[str, list[TaskScores]] = {s: [] for s in order}
     scored: dict[str, list[dict[str, Any]]] = {s: [] for s in order}
     test_counts: dict[str, Counter[str]] = {s: Counter() for s in order}
     unit_counts: dict[str, Counter[str]] = {s: Counter() for s in order}
     units: Counter[str] = Counter()
     usage: dict[str, list[Mapping[str, Any]]] = {s: [] for s in order}
     out_tasks = []
-    for entry in entries:
-        subset = entry["subset"]
-        tests = sorted(
-            entry.get("tests", []),
-            key=lambda r: (int(r.get("sample") or 0), int(r.get("turn", 1)), r["test_id"]),
-        )
-        result = score_samples(subset, entry["task_id"], int(entry.get("n_turns", 1)), tests)
-        ran, expected = tests_run(entry, tests, int(header.get("samples") or 1))
-        result.incomplete = expected is not None and ran < expected
-        results[subset].append(result)
-        test_counts[subset].update(failed_tests(tests))
-        unit_counts[subset].update(unit_failures(tests))
-        units[subset] += _judged_units(tests)
-        answers = unique_answers(entry.get("answers", []))
+    for result in ordered:
+        subset = result.subset
+        by_item = sorted(result.tests, key=lambda r: (int(r.sample or 0), int(r.turn), r.test_id))
+        entry = dataclasses.replace(result, tests=tuple(by_item)).to_json()
+        tests = entry["tests"]
+        task_scores = score_samples(subset, result.task_id, result.n_turns, by_item)
+        ran, expected = tests_run(result.n_tests, by_item, int(header.get("samples") or 1))
+        task_scores.incomplete = expected is not None and ran < expected
+        scores[subset].append(task_scores)
+        test_counts[subset].update(failed_tests(by_item))
+        unit_counts[subset].update(unit_failures(by_item))
+        units[subset] += _judged_units(by_item)
+        answers = unique_answers(entry["answers"])
         usage[subset].extend(answers)
-        figures = family_of[subset].task_figures(result, entry)
+        figures = family_of[subset].task_figures(task_scores, entry)
         samples = figures.pop("samples", None)
         task = {
             **entry,
             "answers": [dict(a) for a in answers],
             **figures,
-            "incomplete": result.incomplete,
+            "incomplete": task_scores.incomplete,
             "tests_run": ran,
             **({"samples": samples} if samples is not None else {}),
             "tests": tests,
@@ -78,11 +88,11 @@ def build_document(
         scored[subset].append(task)
     subsets = {}
     for name in order:
-        if not results[name]:
+        if not scores[name]:
             continue
         family = family_of[name]
         figures = family.subset_figures(
-            families.SubsetInput(name, results[name], scored[name], test_counts[name], unit_counts[name], units[name])
+            families.SubsetInput(name, scores[name], scored[name], test_counts[name], unit_counts[name], units[name])
         )
         info = subset_info.get(name, {})
         subsets[name] = {
@@ -122,9 +132,7 @@ def build_document(
     }
 
 
-def tests_run(
-    entry: Mapping[str, Any], tests: Iterable[Mapping[str, Any]], samples: int
-) -> tuple[int, int | None]:
+def tests_run(n_tests: int | None, tests: Iterable[TestOutcome], samples: int) -> tuple[int, int | None]:
     """(tests of the task that ran, over all samples; how many it has: ``n_tests`` x samples).
 
     Every collected item leaves a record -- passed, failed, skipped (not runnable), or an
@@ -132,16 +140,15 @@ def tests_run(
     pytest's selection (``-k``, ``-m``, ``--deselect``, ``--lf``) or an early stop (``-x``,
     ``--maxfail``) left some out. ``None`` when the entry does not say how many tests it has.
     """
-    ran = len({(int(r.get("sample") or 0), int(r.get("turn", 1)), r["test_id"]) for r in tests})
-    n_tests = entry.get("n_tests")
+    ran = len({(int(r.sample or 0), int(r.turn), r.test_id) for r in tests})
     return ran, (int(n_tests) * samples if isinstance(n_tests, int) and n_tests > 0 else None)
 
 
-def _judged_units(tests: Iterable[Mapping[str, Any]]) -> int:
+def _judged_units(tests: Iterable[TestOutcome]) -> int:
     units: dict[tuple[int, int], bool] = {}
     for r in tests:
-        key = (int(r.get("sample") or 0), int(r.get("turn", 1)))
-        units[key] = units.get(key, False) or r.get("failure_class", PASSED) not in NOT_JUDGED
+        key = (int(r.sample or 0), int(r.turn))
+        units[key] = units.get(key, False) or r.failure_class not in NOT_JUDGED
     return sum(units.values())
 
 
@@ -248,7 +255,7 @@ def answers_digest(path: Path) -> str | None:
 
 
 def data_revisions(
-    settings: Settings, tasks: Iterable[Mapping[str, Any]] = (), manifests: Mapping[str, Manifest] | None = None
+    settings: Settings, tasks: Iterable[TaskResult] = (), manifests: Mapping[str, Manifest] | None = None
 ) -> dict[str, str]:
     """subset -> the data revision: what its loader reports, else a digest of its manifest files.
 
@@ -257,9 +264,9 @@ def data_revisions(
     """
     reported: dict[str, str] = {}
     for task in tasks:
-        rev = (task.get("metadata") or {}).get("data_revision")
+        rev = task.metadata.get("data_revision")
         if rev:
-            reported.setdefault(task["subset"], str(rev))
+            reported.setdefault(task.subset, str(rev))
     manifests = manifests if manifests is not None else {}
     out = {}
     for subset in dict.fromkeys([*settings.tasks.subsets, *reported]):

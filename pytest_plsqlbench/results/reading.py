@@ -1,8 +1,9 @@
 """Reading, checking and writing results documents: the one reader every report and merge uses.
 
 The document is versioned (:data:`RESULTS_VERSION`); its format, version by version, is in
-``docs/reporting.md``. :func:`read_document` gives one clear error for every way a file can be
-wrong.
+``docs/reporting.md``. :func:`read_results` reads a file into the typed records of
+:mod:`.record`, :func:`read_document` into its document scored again; both give one clear error
+for every way a file can be wrong.
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ from .. import __version__
 from ..errors import UsageError
 from ..outcomes import PASSED
 from ..textfiles import read_text
+from .document import score
+from .record import ResultsFile
 from .version import RESULTS_FORMAT, RESULTS_VERSION  # re-exported: the reader checks them
 
 #: Header fields that must agree for two documents to be parts of one run (``merge``).
@@ -148,8 +151,8 @@ def _check_task(task: Any, index: int, source: str) -> None:
             raise ResultsFormatError(f"{where}: an answer's usage is not an object")
 
 
-def read_document(path: Path) -> dict[str, Any]:
-    """Read and check a results file (one error message for every way it can be wrong)."""
+def _load(path: Path) -> dict[str, Any]:
+    """The checked document of a results file (one error message for every way it can be wrong)."""
     try:
         text = read_text(path)
     except OSError as exc:
@@ -160,7 +163,19 @@ def read_document(path: Path) -> dict[str, Any]:
         doc = json.loads(text)
     except json.JSONDecodeError as exc:
         raise ResultsFormatError(f"{path}: not JSON ({exc.msg} at line {exc.lineno})") from None
-    return check_figures(check_document(doc, str(path)), str(path))
+    return check_document(doc, str(path))
+
+
+def read_results(path: Path) -> ResultsFile:
+    """What a results file saved, as types (a file of another version refused with one message
+    naming its version and what to do); its figures are left behind, :func:`.document.score`
+    derives them."""
+    return ResultsFile.from_json(_load(path))
+
+
+def read_document(path: Path) -> dict[str, Any]:
+    """The document of a results file, scored again from its tests (:func:`check_figures`)."""
+    return check_figures(_load(path), str(path))
 
 
 #: Document-level figures derived from the tasks, besides each subset's.
@@ -172,18 +187,14 @@ def check_figures(doc: dict[str, Any], source: str = "results") -> dict[str, Any
     other figures and was written by this version of the plugin.
 
     Every report reads the figures (``report``, ``leaderboard``, ``compare``, ``merge``), so none is
-    taken from the file: they are derived from the task entries, as ``merge`` always did, and a
-    file whose numbers were edited -- a headline raised, a count made into markup for the HTML
-    report -- is refused, never shown. A file of another version may score differently (a metric
-    fixed since), so its figures are replaced, not judged; a figure it does not state is not asked
-    for. The one figure a file cannot give alone, ProcArena's retention (paired with another run's
-    Direct results), is kept as stated."""
-    from .document import build_document
-
-    info = {name: {"paper": m.get("paper") or {}, "metric_family": m.get("metric_family")}
-            for name, m in doc["subsets"].items()}
+    taken from the file: :func:`.document.score` derives them from the saved results, as ``merge``
+    always did, and a file whose numbers were edited -- a headline raised, a count made into markup
+    for the HTML report -- is refused, never shown. A file of another version may score differently
+    (a metric fixed since), so its figures are replaced, not judged; a figure it does not state is
+    not asked for. The one figure a file cannot give alone, ProcArena's retention (paired with
+    another run's Direct results), is kept as stated."""
     try:
-        rebuilt = build_document(doc["header"], doc["tasks"], info)
+        rebuilt = score(ResultsFile.from_json(doc))
     except (TypeError, ValueError, KeyError, AttributeError, ArithmeticError) as exc:
         raise ResultsFormatError(f"{source}: its tests cannot be scored ({type(exc).__name__}: {exc}) (edited?)") from None
     if set(doc["subsets"]) != set(rebuilt["subsets"]):
