@@ -2,14 +2,20 @@
 test code alone -- a ``conftest.py`` of a pytester project -- runs a task folder end to end, in
 one process and on two xdist workers, with the package's own loader, judges, results and JUnit.
 
-SQLite is a test double here, not a supported database: in memory, one per worker, no timeouts
-beyond a progress handler. What the core needs of a dialect is exactly what the conftest defines;
-a core change that named ``sqlite`` would not make this test pass, it would hide what it proves.
+SQLite is a test double here, not a supported database: in memory, one per worker, the task's
+time budget checked between statements only. What the core needs of a dialect and a family is
+exactly what the conftest defines; naming ``sqlite`` or ``toy`` in the package to make this pass
+would hide what it proves. The same plug-in, as an entry point of a distribution on PYTHONPATH,
+is what the ``plsqlbench`` command sees outside pytest.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import re
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 from xml.etree import ElementTree
@@ -17,6 +23,8 @@ from xml.etree import ElementTree
 import pytest
 
 from pytest_plsqlbench import families
+from pytest_plsqlbench.errors import UsageError
+from pytest_plsqlbench.loaders.yaml_tasks import load_task_file
 from pytest_plsqlbench.results.reading import read_document
 
 pytest_plugins = ["pytester"]
@@ -131,6 +139,7 @@ class SqliteBackend(BackendBase):
         self.owned = set()
 
     def start(self):
+        # Autocommit (the session opens the task's transaction); any thread: the look-ahead runs on one.
         self.conn = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
         self.conn.create_function("expect", 2, expect)
         self.conn.set_authorizer(self._authorize)
@@ -405,12 +414,39 @@ def test_a_dialect_and_a_family_from_a_conftest_run_end_to_end(
     parallel.assert_outcomes(passed=4, failed=2)
     assert _comparable(doc2) == _comparable(doc)
 
+    # The reference answers (one given per dialect in the task file) pass; the dialect's marker is registered.
+    reference = pytester.runpytest_subprocess(
+        "-p", "no:cacheprovider", "--subset", "toy,toyfam", "--plsql-tasks", str(project / "tasks"),
+        "--plsql-model=reference", "--strict-markers", "-m", "dialect_sqlite",
+    )
+    assert reference.ret == pytest.ExitCode.OK, reference.stdout.str() + reference.stderr.str()
+    reference.assert_outcomes(passed=6)
+
+    # Outside pytest the same plug-in is found through an entry point of a distribution on
+    # PYTHONPATH (a dist-info folder is all importlib.metadata reads).
+    plug = project / "plug"
+    (plug / "toyplug-0.dist-info").mkdir(parents=True)
+    (plug / "toyplug.py").write_text(CONFTEST)
+    (plug / "toyplug-0.dist-info" / "METADATA").write_text("Metadata-Version: 2.1\nName: toyplug\nVersion: 0\n")
+    (plug / "toyplug-0.dist-info" / "entry_points.txt").write_text("[pytest_plsqlbench]\ntoy = toyplug\n")
+    path = os.pathsep.join(p for p in (os.environ.get("PYTHONPATH"), str(plug)) if p)
+
+    def cli(*args: str) -> str:
+        done = subprocess.run([sys.executable, "-m", "pytest_plsqlbench.cli", *args], capture_output=True, text=True,
+                              cwd=project, env={**os.environ, "PYTHONPATH": path}, timeout=120)
+        assert done.returncode == 0, done.stdout + done.stderr
+        return done.stdout
+
+    listed = cli("subsets", "--tasks", str(project / "tasks"))
+    assert re.search(r"^toy +\[sqlite\] +family plsqlbench$", listed, re.M)
+    assert re.search(r"^toyfam +\[sqlite\] +family toy$", listed, re.M)
+    assert re.search(r"^dialects: .*\bsqlite\b", listed, re.M) and re.search(r"^families: .*\btoy\b", listed, re.M)
+    report = cli("report", str(project / "r0.json"))
+    assert re.search(r"^toyfam +2 +2 +50\.00$", report, re.M) and "toy family: toyfam accuracy 0.50" in report
+
 
 def test_yaml_per_dialect_values_may_be_keyed_by_a_plugged_in_dialect(tmp_path: Path) -> None:
     """The YAML loader took a mapping as per-dialect only when keyed by postgres/oracle."""
-    from pytest_plsqlbench.loaders.yaml_tasks import load_task_file
-    from pytest_plsqlbench.manifests import UsageError
-
     (tmp_path / "doubled.yaml").write_text(DOUBLED.replace("fixtures: [nums]\n", ""))
     task = load_task_file(tmp_path / "doubled.yaml", "toy", "sqlite", (), ("sqlite",))
     assert task.entry_points == ("doubled",)
