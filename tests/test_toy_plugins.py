@@ -26,6 +26,7 @@ from pytest_plsqlbench import families
 from pytest_plsqlbench.errors import UsageError
 from pytest_plsqlbench.loaders.yaml_tasks import load_task_file
 from pytest_plsqlbench.results.reading import read_document
+from pytest_plsqlbench.settings import resolve_database
 
 pytest_plugins = ["pytester"]
 
@@ -343,6 +344,13 @@ def project(pytester: pytest.Pytester) -> Path:
     return pytester.path
 
 
+def _conftest() -> dict[str, Any]:
+    """The conftest's names, in this process."""
+    names: dict[str, Any] = {}
+    exec(compile(CONFTEST, "conftest.py", "exec"), names)
+    return names
+
+
 def _run(project: Path, pytester: pytest.Pytester, workers: int) -> tuple[pytest.RunResult, dict[str, Any], Path]:
     results, junit = project / f"r{workers}.json", project / f"j{workers}.xml"
     result = pytester.runpytest_subprocess(
@@ -374,9 +382,7 @@ def test_a_dialect_and_a_family_from_a_conftest_run_end_to_end(
 ) -> None:
     # The reader checks each subset's figures with its family: this process needs the toy family
     # too (the conftest's own class; outside pytest an entry point would register it).
-    conftest: dict[str, Any] = {}
-    exec(compile(CONFTEST, "conftest.py", "exec"), conftest)
-    monkeypatch.setattr(families, "REGISTRY", families.FamilyRegistry([conftest["ToyFamily"]()]))
+    monkeypatch.setattr(families, "REGISTRY", families.FamilyRegistry([_conftest()["ToyFamily"]()]))
 
     serial, doc, junit = _run(project, pytester, 0)
     serial.assert_outcomes(passed=4, failed=2)
@@ -456,3 +462,13 @@ def test_yaml_per_dialect_values_may_be_keyed_by_a_plugged_in_dialect(tmp_path: 
     )
     with pytest.raises(UsageError, match="other.yaml reference: missing the sqlite version"):
         load_task_file(tmp_path / "other.yaml", "toy", "sqlite", (), ("sqlite",))
+
+
+def test_the_database_kinds_are_the_dialects_own() -> None:
+    """The dialect's kinds decide --plsql-db (its argparse choices, PostgreSQL's and Oracle's kinds,
+    refused the end-to-end run's ``--plsql-db memory``)."""
+    dialect = _conftest()["SqliteDialect"]()
+    assert resolve_database(dialect, None, None) == ("memory", None)
+    assert resolve_database(dialect, "memory", None) == ("memory", None)
+    with pytest.raises(UsageError, match=r"--plsql-db=embedded: sqlite has no such database \(it has: memory\)"):
+        resolve_database(dialect, "embedded", None)
