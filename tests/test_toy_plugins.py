@@ -451,6 +451,38 @@ def test_a_dialect_and_a_family_from_a_conftest_run_end_to_end(
     assert re.search(r"^toyfam +2 +2 +50\.00$", report, re.M) and "toy family: toyfam accuracy 0.50" in report
 
 
+#: Answers failing in each way the core has a class for (the dialect's session classifies them).
+BAD_ANSWERS = [
+    {"task_id": "doubled", "turn": 1, "answer": "DROP TABLE nums;\nCREATE VIEW doubled AS SELECT 1 AS n, 2 AS d;"},
+    {"task_id": "squares", "turn": 1, "answer": "CREATE VIEW squares AS SELEC n FROM nums;"},
+    {"task_id": "answer", "turn": 1, "answer": "ATTACH DATABASE ':memory:' AS x;\nCREATE VIEW answer AS SELECT 42 AS x;"},
+    {"task_id": "half", "turn": 1, "answer": "CREATE VIEW half AS SELECT x FROM nosuch;"},
+]
+
+
+def test_failing_answers_get_the_core_failure_classes(
+    project: Path, pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The safety check reads the toy's scripts with its Lexicon (a DROP of a fixture table is
+    caught before the answer runs); what it lets through, the backend's authorizer refuses."""
+    monkeypatch.setattr(families, "REGISTRY", families.FamilyRegistry([_conftest()["ToyFamily"]()]))
+    (project / "bad.jsonl").write_text("".join(json.dumps(a) + "\n" for a in BAD_ANSWERS))
+    result = pytester.runpytest_subprocess(
+        "-p", "no:cacheprovider", "-p", "no:randomly", "--subset", "toy,toyfam", "--plsql-tasks", str(project / "tasks"),
+        "--plsql-answers", str(project / "bad.jsonl"), f"--plsql-results={project / 'bad.json'}",
+    )
+    assert result.ret == pytest.ExitCode.TESTS_FAILED, result.stdout.str() + result.stderr.str()
+    doc = read_document(project / "bad.json")
+    classes = {(t["task_id"], x["test_id"]): (x["failure_class"], x["message"].split(":")[0])
+               for t in doc["tasks"] for x in t["tests"]}
+    assert classes == {
+        ("doubled", "rows"): ("unsafe", "safety check [drop]"), ("doubled", "count"): ("unsafe", "safety check [drop]"),
+        ("squares", "rows"): ("invalid_artifact", "the answer failed to install"),
+        ("squares", "count"): ("invalid_artifact", "the answer failed to install"),
+        ("answer", "value"): ("unsafe", "the answer failed to install"),
+        ("half", "value"): ("interface", "[OperationalError] no such table"),
+    }
+
 def test_yaml_per_dialect_values_may_be_keyed_by_a_plugged_in_dialect(tmp_path: Path) -> None:
     """The YAML loader took a mapping as per-dialect only when keyed by postgres/oracle."""
     (tmp_path / "doubled.yaml").write_text(DOUBLED.replace("fixtures: [nums]\n", ""))
