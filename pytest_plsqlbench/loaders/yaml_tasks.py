@@ -55,10 +55,12 @@ class _Bad(UsageError):
 
 
 def _per_dialect(value: Any, dialect: str, where: str, dialects: tuple[str, ...] = DIALECTS) -> Any:
-    """``value`` itself, or ``value[dialect]`` when it is a per-dialect mapping, which must have a
-    version for each of ``dialects`` (the manifest's: a postgres-only subset needs no oracle one)."""
-    if isinstance(value, dict) and set(value) <= set(DIALECTS):
-        missing = [d for d in DIALECTS if d not in value and (d in dialects or d == dialect)]
+    """``value`` itself, or ``value[dialect]`` when it is a per-dialect mapping (keyed by the
+    built-in dialects or the manifest's), which must have a version for each of ``dialects`` (the
+    manifest's: a postgres-only subset needs no oracle one)."""
+    known = tuple(dict.fromkeys((*DIALECTS, *dialects, dialect)))
+    if isinstance(value, dict) and set(value) <= set(known):
+        missing = [d for d in known if d not in value and (d in dialects or d == dialect)]
         if missing:
             raise _Bad(f"{where}: missing the {', '.join(missing)} version")
         return value[dialect]
