@@ -85,6 +85,9 @@ class MetricFamily:
 
     name: ClassVar[str] = ""
     columns: ClassVar[tuple[Column, ...]] = ()
+    #: The dialect the paper's figures were measured in and how the leaderboard names them: a run
+    #: in another dialect does not compare with them. None: no paper figures to compare with.
+    paper_dialect: ClassVar[tuple[str, str] | None] = None
 
     def task_figures(self, result: TaskResult, entry: Mapping[str, Any]) -> dict[str, Any]:
         """Figures of one task (all samples), merged into its entry in the document."""
@@ -119,6 +122,7 @@ class PlsqlBenchFamily(MetricFamily):
         Column("turn_suite_pass", "Turn Suite Pass@1"),
         Column("episode_pass", "Episode Pass@1"),
     )
+    paper_dialect = ("oracle", "Oracle PL/SQL")
 
     def task_figures(self, result: TaskResult, entry: Mapping[str, Any]) -> dict[str, Any]:
         per_sample = [
