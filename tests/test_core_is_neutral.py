@@ -35,8 +35,6 @@ ALLOWED: dict[tuple[str, str], int] = {
     ("families.py", "str oracle"): 1,  # PlsqlBenchFamily.paper_dialect (the leaderboard's)
     # Step 13: a manifest without `metrics:` belongs to the family that registered its loader.
     ("manifests.py", "str plsqlbench"): 2,
-    # Step 13: `keep_constant_tasks` becomes plsqlbench's `Family.run_facts`.
-    ("results/collector.py", "import pytest_plsqlbench.loaders.mbpp"): 1,
     # Step 9 (left): the fence languages and the default dialect of `extract_code` come from the
     # dialects' `Lexicon`s.
     ("generation/extract.py", "str oracle"): 2,
