@@ -88,6 +88,9 @@ class MetricFamily:
     #: The dialect the paper's figures were measured in and how the leaderboard names them: a run
     #: in another dialect does not compare with them. None: no paper figures to compare with.
     paper_dialect: ClassVar[tuple[str, str] | None] = None
+    #: Keys of figures computed from more than one results file (ProcArena's ``retention``):
+    #: a reader keeps them as stated, never derives them again.
+    external_figures: ClassVar[frozenset[str]] = frozenset()
 
     def task_figures(self, result: TaskResult, entry: Mapping[str, Any]) -> dict[str, Any]:
         """Figures of one task (all samples), merged into its entry in the document."""

@@ -137,6 +137,7 @@ def test_the_family_registry_takes_the_protocol_not_the_base_class() -> None:
         name = "bare"
         columns = ()
         paper_dialect = None
+        external_figures = frozenset()
 
         def task_figures(self, result, entry):
             return {}

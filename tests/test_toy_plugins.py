@@ -229,6 +229,7 @@ class ToyFamily:
     name = "toy"
     columns = (Column("toy_accuracy", "Toy accuracy"),)
     paper_dialect = None
+    external_figures = frozenset()
 
     def task_figures(self, result, entry):
         return {}
