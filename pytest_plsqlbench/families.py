@@ -26,16 +26,16 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from . import registry
 from .errors import UsageError
+from .protocols import Family
 
 if TYPE_CHECKING:
     from .metrics import TaskResult
-    from .protocols import Family
 
 log = logging.getLogger(__name__)
 
@@ -85,6 +85,12 @@ class MetricFamily:
 
     name: ClassVar[str] = ""
     columns: ClassVar[tuple[Column, ...]] = ()
+    #: The dialect the paper's figures were measured in and how the leaderboard names them: a run
+    #: in another dialect does not compare with them. None: no paper figures to compare with.
+    paper_dialect: ClassVar[tuple[str, str] | None] = None
+    #: Keys of figures computed from more than one results file (ProcArena's ``retention``):
+    #: a reader keeps them as stated, never derives them again.
+    external_figures: ClassVar[frozenset[str]] = frozenset()
 
     def task_figures(self, result: TaskResult, entry: Mapping[str, Any]) -> dict[str, Any]:
         """Figures of one task (all samples), merged into its entry in the document."""
@@ -119,6 +125,7 @@ class PlsqlBenchFamily(MetricFamily):
         Column("turn_suite_pass", "Turn Suite Pass@1"),
         Column("episode_pass", "Episode Pass@1"),
     )
+    paper_dialect = ("oracle", "Oracle PL/SQL")
 
     def task_figures(self, result: TaskResult, entry: Mapping[str, Any]) -> dict[str, Any]:
         per_sample = [
@@ -141,30 +148,31 @@ class PlsqlBenchFamily(MetricFamily):
         return m.as_dict()
 
 
-class FamilyRegistry(Mapping[str, MetricFamily]):
-    """Name -> family; later additions replace earlier ones of the same name."""
+class FamilyRegistry(Mapping[str, Family]):
+    """Name -> family (anything implementing the :class:`~pytest_plsqlbench.protocols.Family`
+    protocol, :class:`MetricFamily` or not); later additions replace earlier ones of the same name."""
 
     def __init__(self, families: Iterable[Family] = ()) -> None:
-        self._by_name: dict[str, MetricFamily] = {}
+        self._by_name: dict[str, Family] = {}
         self.add(families)
 
     def add(self, families: Iterable[Family]) -> FamilyRegistry:
         for family in families:
-            if not isinstance(family, MetricFamily) or not family.name:
-                raise TypeError(f"{family!r} is not a MetricFamily with a name")
+            if not isinstance(family, Family) or not family.name:
+                raise TypeError(f"{family!r} is not a Family with a name")
             self._by_name[family.name] = family
         return self
 
-    def __getitem__(self, name: str) -> MetricFamily:
+    def __getitem__(self, name: str) -> Family:
         return self._by_name[name]
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[str]:
         return iter(self._by_name)
 
     def __len__(self) -> int:
         return len(self._by_name)
 
-    def family(self, name: str | None) -> MetricFamily:
+    def family(self, name: str | None) -> Family:
         """The family ``name`` (None: the default); one clear error when it is unknown."""
         key = name or DEFAULT_FAMILY
         if key not in self._by_name:
@@ -187,11 +195,11 @@ def register(families: Iterable[Family]) -> FamilyRegistry:
     return REGISTRY.add(families)
 
 
-def get(name: str | None) -> MetricFamily:
+def get(name: str | None) -> Family:
     return REGISTRY.family(name)
 
 
-def lookup(name: str | None) -> MetricFamily:
+def lookup(name: str | None) -> Family:
     """The family for showing a document's subsets; the PLSQLBench one, with a warning, when the
     plugin defining ``name`` is not installed here (its figures are still in the document)."""
     try:

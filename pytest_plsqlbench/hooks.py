@@ -15,10 +15,10 @@ if TYPE_CHECKING:
     import argparse
 
     from .answers import Answer, Exchange
-    from .dialects.base import Backend
     from .episode import Episode
     from .judges import Judge
     from .manifests import Manifest
+    from .protocols import BackendBase as Backend
     from .protocols import Dialect, Family
     from .settings import Settings
     from .tasks import Task

@@ -31,14 +31,15 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from . import kinds, outcomes
 from .comparators import compare_output, compare_rows
-from .dialects.base import Execution
 from .outcomes import Verdict
 from .outputs import returned_value
+from .protocols import Execution
 
 if TYPE_CHECKING:
     import pytest
 
-    from .dialects.base import Backend, Session
+    from .protocols import BackendBase as Backend
+    from .protocols import SessionBase as Session
     from .tasks import Task, Turn, UnitTest
 
 #: ``isolated``: each test in its own savepoint; ``cumulative``: tests build on each other.

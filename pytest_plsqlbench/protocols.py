@@ -507,6 +507,10 @@ class Family(Protocol):
     #: The manifest's ``metrics:`` value and the document's ``metric_family``.
     name: ClassVar[str]
     columns: ClassVar[tuple[Column, ...]]
+    #: The paper's dialect and its label in the leaderboard's reasons (None: no paper figures).
+    paper_dialect: ClassVar[tuple[str, str] | None]
+    #: Figure keys computed from more than one results file: kept as stated by a reader.
+    external_figures: ClassVar[frozenset[str]]
 
     def task_figures(self, result: TaskResult, entry: Mapping[str, Any]) -> dict[str, Any]: ...
 

@@ -129,6 +129,38 @@ def test_unknown_metric_family_is_one_clear_error() -> None:
     assert isinstance(REGISTRY["plsqlbench"], MetricFamily)
 
 
+def test_the_family_registry_takes_the_protocol_not_the_base_class() -> None:
+    """A family need not subclass MetricFamily (tests/test_toy_plugins.py runs one end to end);
+    something missing a member of the ``Family`` protocol is refused with its repr."""
+
+    class Bare:
+        name = "bare"
+        columns = ()
+        paper_dialect = None
+        external_figures = frozenset()
+
+        def task_figures(self, result, entry):
+            return {}
+
+        def subset_figures(self, data):
+            return {}
+
+        def summary_lines(self, subsets, verbose=0):
+            return []
+
+        def document_figures(self, subsets, tasks):
+            pass
+
+        def html_sections(self, document, subsets):
+            return []
+
+    bare = Bare()
+    assert FamilyRegistry([bare]).family("bare") is bare
+    del Bare.html_sections
+    with pytest.raises(TypeError, match="is not a Family with a name"):
+        FamilyRegistry([Bare()])
+
+
 # --------------------------------------------------------------------------- a plugged-in family
 CONFTEST = r'''
 import pytest

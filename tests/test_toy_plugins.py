@@ -39,12 +39,13 @@ import pytest
 
 from pytest_plsqlbench import outcomes
 from pytest_plsqlbench.errors import FixtureError, InfrastructureError
-from pytest_plsqlbench.families import Column, MetricFamily
+from pytest_plsqlbench.families import Column
 from pytest_plsqlbench.judges import Judge
 from pytest_plsqlbench.lexicon import Lexicon, SafetyRules
 from pytest_plsqlbench.outputs import format_row
 from pytest_plsqlbench.outcomes import TestOutcome
 from pytest_plsqlbench.protocols import BackendBase, DbError, Execution, OutputCapture, SessionBase
+from pytest_plsqlbench.reporting.table import family_table_lines
 from pytest_plsqlbench.tasks import Task, Turn, UnitTest
 
 
@@ -222,9 +223,16 @@ class ToyEqualJudge(Judge):
                            "" if ok else f"got {got!r}", [str(test.options["want"])], list(execution.lines))
 
 
-class ToyFamily(MetricFamily):
+class ToyFamily:
+    """The ``Family`` protocol implemented from scratch (no ``MetricFamily`` base class)."""
+
     name = "toy"
     columns = (Column("toy_accuracy", "Toy accuracy"),)
+    paper_dialect = None
+    external_figures = frozenset()
+
+    def task_figures(self, result, entry):
+        return {}
 
     def subset_figures(self, data):
         tests = [t for entry in data.entries for t in entry["tests"]]
@@ -232,8 +240,14 @@ class ToyFamily(MetricFamily):
                 "toy_accuracy": sum(t["passed"] for t in tests) / len(tests)}
 
     def summary_lines(self, subsets, verbose=0):
-        return [*super().summary_lines(subsets, verbose),
+        return [*family_table_lines(self, subsets, cis=verbose >= 0),
                 *(f"toy family: {name} accuracy {m['toy_accuracy']:.2f}" for name, m in subsets.items())]
+
+    def document_figures(self, subsets, tasks):
+        pass
+
+    def html_sections(self, document, subsets):
+        return []
 
 
 def pytest_plsql_load_subset(config, manifest, settings):

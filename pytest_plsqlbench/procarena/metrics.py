@@ -155,6 +155,8 @@ class ProcArenaFamily(PlsqlBenchFamily):
         *(Column(f"type_{t}", f"{LABELS[t]} %", chart="failure_types") for t in TYPES),
         *b2_metrics.columns(),  # B2 (issue 14): harmonic means and Figure 4's bins
     )
+    #: Interactive EX over the Direct EX of another run's results: kept as the file states it.
+    external_figures = frozenset({"retention"})
 
     def subset_figures(self, data: SubsetInput) -> dict[str, Any]:
         figures = super().subset_figures(data)

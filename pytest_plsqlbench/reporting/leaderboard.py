@@ -19,7 +19,8 @@ the results document). Where a manifest says the paper's figure equals another o
 what the site's ``mean_test_pass`` receives.
 
 An entry looks comparable with the paper's, so runs that are not are refused
-(:func:`noncomparable_reasons`): another dialect than Oracle, MBPP/MBPP+ scored with other than
+(:func:`noncomparable_reasons`): another dialect than the paper's (its family's
+:attr:`~pytest_plsqlbench.families.MetricFamily.paper_dialect`), MBPP/MBPP+ scored with other than
 the published assertion blocks, tasks that ran only part of their tests. With
 ``allow_noncomparable`` the entry is emitted with a ``note`` saying why. An interrupted run (header
 ``interrupted``) is refused always. MBPP+ is always noted as
@@ -34,6 +35,7 @@ import logging
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from .. import families
 from ..errors import UsageError
 from ..outcomes import REFERENCE_FAILED_KEY
 
@@ -172,8 +174,11 @@ def noncomparable_reasons(document: Mapping[str, Any]) -> list[str]:
     header = document.get("header") or {}
     reasons = []
     dialect = header.get("dialect")
-    if dialect != "oracle":
-        reasons.append(f"dialect {dialect or 'unknown'} (the paper's figures are Oracle PL/SQL)")
+    ranked = [m for m in (document.get("subsets") or {}).values() if (m.get("paper") or {}).get("leaderboard")]
+    papers = {families.lookup(m.get("metric_family")).paper_dialect for m in ranked}
+    for paper in sorted(p for p in papers if p is not None):
+        if dialect != paper[0]:
+            reasons.append(f"dialect {dialect or 'unknown'} (the paper's figures are {paper[1]})")
     assertions = header.get("assertions")
     for name, m in (document.get("subsets") or {}).items():
         key = (m.get("paper") or {}).get("leaderboard")

@@ -15,9 +15,10 @@ from html import escape
 from typing import Any
 
 from .. import families
-from ..families import Column, MetricFamily
+from ..families import Column
 from ..outcomes import FAILURE_CLASSES, LABELS
 from ..outputs import printable
+from ..protocols import Family
 from ..summary import (
     cell,
     comparability_lines,
@@ -54,7 +55,7 @@ def _ci_cell(m: Mapping[str, Any], column: Column) -> str:
     return f"[{cell(ci[0], column.unit)}, {cell(ci[1], column.unit)}]" if ci else ""
 
 
-def _by_family(subsets: Mapping[str, Mapping[str, Any]]) -> list[tuple[MetricFamily, dict[str, Mapping[str, Any]]]]:
+def _by_family(subsets: Mapping[str, Mapping[str, Any]]) -> list[tuple[Family, dict[str, Mapping[str, Any]]]]:
     """The subsets of each metric family, with the family whose columns their table shows."""
     return [(families.lookup(name), members) for name, members in families.group_by_family(subsets).items()]
 

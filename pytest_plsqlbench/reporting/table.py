@@ -11,7 +11,8 @@ from ..metrics import NOT_JUDGED, judged_class
 from ..outcomes import LEFT_OUT_PREFIX, PASSED, SKIPPED
 
 if TYPE_CHECKING:
-    from ..families import Column, MetricFamily
+    from ..families import Column
+    from ..protocols import Family
 
 
 def pct(value: float | None, digits: int = 2) -> str:
@@ -81,7 +82,7 @@ def cell(value: Any, unit: str) -> str:
 
 
 def family_table_lines(
-    family: MetricFamily, subsets: Mapping[str, Mapping[str, Any]], cis: bool = True
+    family: Family, subsets: Mapping[str, Mapping[str, Any]], cis: bool = True
 ) -> list[str]:
     """A family's table from its declared columns."""
     return columns_table(subsets, family.columns, cis)

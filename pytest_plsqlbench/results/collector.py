@@ -221,7 +221,7 @@ class ResultsCollector:
 
     def header(self, tasks: Sequence[TaskResult] = ()) -> dict[str, Any]:
         s = self.settings
-        from ..loaders.mbpp import keep_left_out
+        from ..collect import keep_constant_tasks
 
         header = {
             "plugin_version": __version__,
@@ -246,8 +246,9 @@ class ResultsCollector:
             "keyword": self.config.getoption("keyword", "") or None,
             "markexpr": self.config.getoption("markexpr", "") or None,
             "subsets": list(s.tasks.subsets),
-            # Converted MBPP tasks one constant passes are left out unless this is true.
-            "keep_constant_tasks": keep_left_out(self.config),
+            # Tasks a constant or an empty answer passes are left out unless this is true (every
+            # family's: collect.py applies it to each task's tests).
+            "keep_constant_tasks": keep_constant_tasks(self.config),
             "data_revisions": data_revisions(s, tasks, self.manifests),
             **({"answers_digest": self.answers_digest} if s.answers.file is not None else {}),
             "started": self.started.isoformat(timespec="seconds"),

@@ -11,11 +11,11 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from .. import __version__
+from .. import __version__, families
 from ..errors import UsageError
 from ..outcomes import PASSED
 from ..textfiles import read_text
@@ -191,8 +191,9 @@ def check_figures(doc: dict[str, Any], source: str = "results") -> dict[str, Any
     always did, and a file whose numbers were edited -- a headline raised, a count made into markup
     for the HTML report -- is refused, never shown. A file of another version may score differently
     (a metric fixed since), so its figures are replaced, not judged; a figure it does not state is
-    not asked for. The one figure a file cannot give alone, ProcArena's retention (paired with
-    another run's Direct results), is kept as stated."""
+    not asked for. The figures a file cannot give alone (its families'
+    :attr:`~pytest_plsqlbench.families.MetricFamily.external_figures`: ProcArena's retention, paired
+    with another run's Direct results) are kept as stated."""
     try:
         rebuilt = score(ResultsFile.from_json(doc))
     except (TypeError, ValueError, KeyError, AttributeError, ArithmeticError) as exc:
@@ -200,28 +201,33 @@ def check_figures(doc: dict[str, Any], source: str = "results") -> dict[str, Any
     if set(doc["subsets"]) != set(rebuilt["subsets"]):
         raise ResultsFormatError(f"{source}: its subsets {sorted(doc['subsets'])} are not those of its tests "
                                  f"{sorted(rebuilt['subsets'])} (edited?)")
+    outside = _outside_of(doc["subsets"])
     keys = ("subsets", *(k for k in _DERIVED if k in doc))
     stated = {k: doc[k] for k in keys}
     derived = {k: rebuilt[k] for k in keys}
     if doc["header"].get("plugin_version") == __version__:
         given = dict(_leaves(stated))
         for where, want in _leaves(derived):
-            if where in given and not _outside(where) and not _same(given[where], want):
+            if where in given and not outside(where) and not _same(given[where], want):
                 raise ResultsFormatError(f"{source}: {'.'.join(map(str, where))} is not what its tests give "
                                          f"({_figure(want)!r}) (edited?)")
-    return {**doc, **_overlay(stated, derived, ()), "tasks": rebuilt["tasks"]}
+    return {**doc, **_overlay(stated, derived, (), outside), "tasks": rebuilt["tasks"]}
 
 
-def _outside(where: tuple[Any, ...]) -> bool:
-    """A figure derived from more than this file (ProcArena Interactive's retention)."""
-    return "retention" in where
+def _outside_of(subsets: Mapping[str, Mapping[str, Any]]) -> Callable[[tuple[Any, ...]], bool]:
+    """Whether a figure (its path in the document) is derived from more than this file: a key on
+    its path is one of the external figures of the families of the document's subsets."""
+    names: set[str] = set()
+    for family, _ in families.group_by_family(subsets).items():
+        names |= families.lookup(family).external_figures
+    return lambda where: any(key in names for key in where)
 
 
-def _overlay(stated: Any, derived: Any, where: tuple[Any, ...]) -> Any:
-    """``derived``, but what only ``stated`` can know (:func:`_outside`) and keys it alone has."""
+def _overlay(stated: Any, derived: Any, where: tuple[Any, ...], outside: Callable[[tuple[Any, ...]], bool]) -> Any:
+    """``derived``, but what only ``stated`` can know (``outside``) and keys it alone has."""
     if isinstance(stated, dict) and isinstance(derived, dict):
-        return {**stated, **{k: _overlay(stated.get(k), v, (*where, k)) for k, v in derived.items()}}
-    if _outside(where) and derived is None:
+        return {**stated, **{k: _overlay(stated.get(k), v, (*where, k), outside) for k, v in derived.items()}}
+    if outside(where) and derived is None:
         return stated
     return derived
 
