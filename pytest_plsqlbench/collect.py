@@ -15,7 +15,7 @@ import functools
 import logging
 import os
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -85,6 +85,7 @@ class Harness:
         self.judges = judges.registry(config)
         self._lookahead: Lookahead | None = None
         self._lookahead_decided = False
+        self._plans: dict[TaskNode, list[PlsqlItem]] | None = None
 
     def lookahead(self, session: pytest.Session) -> Lookahead | None:
         """The session's :class:`~pytest_plsqlbench.lookahead.Lookahead`, if this process may use one."""
@@ -95,6 +96,15 @@ class Harness:
                     [(item, item.task_node if isinstance(item, PlsqlItem) else None) for item in session.items]
                 )
         return self._lookahead
+
+    def plan(self, session: pytest.Session, node: TaskNode) -> list[PlsqlItem]:
+        """The node's items in ``session.items`` order: the tests pytest will ask its task for."""
+        if self._plans is None:
+            self._plans = {}
+            for item in session.items:
+                if isinstance(item, PlsqlItem):
+                    self._plans.setdefault(item.task_node, []).append(item)
+        return self._plans.get(node, [])
 
     def backend_for(self):  # noqa: ANN201 - Backend
         if self._backend_error is not None:
@@ -200,14 +210,23 @@ class TaskNode(pytest.Collector):
         self.fixture_error: str | None = None
         #: Its items' location path, relative to the root (``PlsqlItem.location``).
         self.relpath: str | None = None
+        #: The items of :meth:`Harness.plan` not asked for yet, and the run's verdicts for them
+        #: (``TaskRun.outcomes``); None once pytest asked out of that order.
+        self._plan: Iterator[PlsqlItem] = iter(())
+        self._verdicts: Iterator[Verdict] | None = None
 
     def collect(self) -> Iterable[pytest.Item]:
         return self._children
 
     def setup(self) -> None:
-        ahead = self.config.stash[HARNESS_KEY].lookahead(self.session)
+        harness: Harness = self.config.stash[HARNESS_KEY]
+        ahead = harness.lookahead(self.session)
         if ahead is None or not ahead.setup(self):
             self.setup_now()
+            assert self.run is not None
+            plan = harness.plan(self.session, self)
+            self._plan = iter(plan)
+            self._verdicts = self.run.outcomes((item.turn.index, item.test) for item in plan)
 
     def setup_now(self) -> None:
         harness: Harness = self.config.stash[HARNESS_KEY]
@@ -231,8 +250,24 @@ class TaskNode(pytest.Collector):
         finally:
             self.finish_run()
 
+    def verdict(self, item: PlsqlItem) -> Verdict:
+        """The item's verdict: the run's next one while pytest asks in plan order; else (pytest
+        reordered the task's items at run time, or runs one again) the run's for this one test,
+        and for the rest of the task -- the same calls either way."""
+        run = self.run
+        assert run is not None, "task setup did not run"
+        if self._verdicts is not None and next(self._plan, None) is item:
+            try:
+                return next(self._verdicts)
+            except BaseException:
+                self._verdicts = None  # a generator that raised is done: the rest go one by one
+                raise
+        self._verdicts = None
+        return run.run_test(item.turn.index, item.test)
+
     def finish_run(self) -> None:
         """End the task's run (its scope rolled back), once."""
+        self._plan, self._verdicts = iter(()), None
         if self.run is not None:
             try:
                 self.run.finish()
@@ -258,9 +293,7 @@ class PlsqlItem(pytest.Item):
         ahead = self.config.stash[HARNESS_KEY].lookahead(self.session)
         outcome = ahead.outcome(self) if ahead is not None else None
         if outcome is None:
-            run = self.task_node.run
-            assert run is not None, "task setup did not run"
-            outcome = run.run_test(self.turn.index, self.test)
+            outcome = self.task_node.verdict(self)
         if outcome.extra.get(outcomes.EMPTY_ANSWER_PASSES_KEY) and not keep_constant_tasks(self.config):
             self.left_out = True
             # Reported at the item (its task), not at this line, as a skip mark's is.

@@ -2,8 +2,8 @@
 
 Without xdist (``-n 0``) the process otherwise waits for the server at every task: install,
 the first test, the batch of the rest, the rollback. Here a task's whole evaluation -- its node
-setup and every item's :meth:`~pytest_plsqlbench.runner.TaskRun.run_test`, in the order pytest
-will ask for them -- runs as one block; the items then report the outcomes the block stored.
+setup and :meth:`~pytest_plsqlbench.runner.TaskRun.outcomes` drained in the order pytest will
+ask for the items -- runs as one block; the items then report the outcomes the block stored.
 The next block runs on a thread as soon as this one's items start reporting, so the server's
 work overlaps pytest's per-item work instead of adding to it.
 
@@ -266,13 +266,16 @@ class Lookahead:
                 return
             run = node.run
             assert run is not None
-            for item in block.items:
+            plan = [(item.turn.index, item.test) for item in block.items]
+            verdicts = run.outcomes(plan)
+            for i, item in enumerate(block.items):
                 if self._cancel.is_set():
                     return
                 try:
-                    block.outcomes[item.nodeid] = run.run_test(item.turn.index, item.test)
+                    block.outcomes[item.nodeid] = next(verdicts)
                 except Exception as exc:  # noqa: BLE001 - raised again in the item's call
                     block.outcomes[item.nodeid] = exc
+                    verdicts = run.outcomes(plan[i + 1 :])
         finally:
             block.ready.set()
 

@@ -23,7 +23,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -285,6 +285,18 @@ class TaskRun:
         earlier = tuple(t.answer.code or "" for t in self.turns[: index - 1])
         return self.safety(self.task, index, code, earlier=earlier)
 
+    def outcomes(self, plan: Iterable[tuple[int, UnitTest]]) -> Iterator[TestOutcome]:
+        """The verdict of each planned test, in plan order, each run when asked for: the one way
+        a started task's tests are evaluated, whichever driver asks (pytest's items one by one,
+        the look-ahead all at once). Batching is a step inside (:meth:`_from_batch`), not a path.
+
+        Start and finish stay the caller's: a setup error belongs to the task's setup, and the
+        look-ahead ends a task's run on its thread. A test that raises ends the generator; the
+        caller gets the error and asks :meth:`run_test` for the rest.
+        """
+        for turn_index, test in plan:
+            yield self.run_test(turn_index, test)
+
     def run_test(self, turn_index: int, test: UnitTest) -> TestOutcome:
         """Run one unit test (installing earlier turns first); never raises for model faults.
 
@@ -503,9 +515,7 @@ def evaluate_task(
     report = TaskReport(task)
     run.start()
     try:
-        for turn in task.turns:
-            for test in turn.tests:
-                report.outcomes.append(run.run_test(turn.index, test))
+        report.outcomes.extend(run.outcomes((turn.index, test) for turn in task.turns for test in turn.tests))
     finally:
         run.finish()
     return report
