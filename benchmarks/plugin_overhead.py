@@ -15,13 +15,16 @@ plugin), and the CPU seconds the whole machine was busy during the run (its data
 included), which shows when a run is bound by the cores rather than by waiting. ``-n 0,2``
 runs both worker counts interleaved with the bare loop and prints the ``-n 2 / -n 0`` wall
 ratio; ``--first-item`` times instead how long after process start the first smoke item runs.
+``--base DIR`` runs the plugin also from another checkout (a ``git worktree`` of an earlier
+revision), right after this checkout's run in every round, and prints this checkout's wall and
+controller CPU over the base's: a change's speed measured side by side on the same load.
 
 Beside them, pytest's own floor: as many no-op parametrized tests as the subset has unit tests,
 run with the same options and worker counts but without this plugin (``--no-floor`` skips it).
 What pytest costs per item with nothing to do bounds what any plugin can reach, and the floor's
 ``-n 2 / -n 0`` shows whether the machine can scale pytest's per-item work at all.
 
-Usage: ``python benchmarks/plugin_overhead.py [--subset smoke] [-n 0[,2]] [--repeat 3] [--no-floor] [--first-item] [-- extra pytest args]``
+Usage: ``python benchmarks/plugin_overhead.py [--subset smoke] [-n 0[,2]] [--repeat 3] [--no-floor] [--first-item] [--base DIR] [-- extra pytest args]``
 (e.g. ``--subset mbpp-plus -n 0,2 -- --plsql-source mbppplus=../shared/data/mbppplus/MbppPlus.jsonl``).
 """
 
@@ -47,6 +50,8 @@ from pytest_plsqlbench.scripts import split
 from pytest_plsqlbench.state import SETTINGS_KEY
 
 HERE = str(Path(__file__).resolve().parent)
+#: This checkout, put first on the plugin runs' path so they import its package, not an installed one.
+CHECKOUT = str(Path(HERE).parent)
 #: Issue 12's targets.
 RATIO_TARGET = 1.5
 SCALING_TARGET = 0.6
@@ -123,10 +128,11 @@ def _machine_busy() -> float | None:
     return (sum(ticks[:8]) - idle) / os.sysconf("SC_CLK_TCK")
 
 
-def plugin(subset: str, workers: str, extra: list[str]) -> PluginRun:
+def plugin(subset: str, workers: str, extra: list[str], checkout: str = CHECKOUT) -> PluginRun:
+    """One ``pytest --subset`` run importing the package of ``checkout``."""
     with tempfile.TemporaryDirectory() as empty, tempfile.TemporaryDirectory() as probe:
         env = dict(os.environ, BENCH_PROBE_DIR=probe,
-                   PYTHONPATH=os.pathsep.join(p for p in (HERE, os.environ.get("PYTHONPATH")) if p))
+                   PYTHONPATH=os.pathsep.join(p for p in (checkout, HERE, os.environ.get("PYTHONPATH")) if p))
         wall0, busy0 = time.time(), _machine_busy()
         elapsed = _pytest("plugin", ["--subset", subset, "--plsql-model=reference", "-p", "run_probe",
                                      "-n", workers, *extra], empty, env)
@@ -185,6 +191,19 @@ def first_item(extra: list[str], repeat: int) -> None:
           f"{'ok' if end < FIRST_ITEM_TARGET else 'MISSED'}")
 
 
+def compare_base(workers: str, head: list[PluginRun], base: list[PluginRun], where: str) -> None:
+    """This checkout against the base, round by round (each pair ran one right after the other)."""
+    walls = [h.wall / b.wall for h, b in zip(head, base, strict=True)]
+    cpus = [h.cpu["controller"] / b.cpu["controller"] for h, b in zip(head, base, strict=True)
+            if h.cpu.get("controller") and b.cpu.get("controller")]
+    line = (f"this checkout / base ({where}) -n {workers}: wall {statistics.median(r.wall for r in head):.2f} s / "
+            f"{statistics.median(r.wall for r in base):.2f} s, per-round ratios "
+            f"{', '.join(f'{r:.2f}' for r in walls)} (median {statistics.median(walls):.2f})")
+    if cpus:
+        line += f"; controller CPU ratios {', '.join(f'{r:.2f}' for r in cpus)} (median {statistics.median(cpus):.2f})"
+    print(line)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--subset", default="smoke")
@@ -193,6 +212,8 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--no-floor", action="store_true",
                         help="do not time pytest's floor (the same number of no-op tests without the plugin)")
+    parser.add_argument("--base", metavar="DIR",
+                        help="another checkout (e.g. a git worktree of the base revision) run beside this one")
     parser.add_argument("--first-item", action="store_true",
                         help="instead: time from process start to the first smoke item")
     args, extra = parser.parse_known_args()
@@ -204,6 +225,7 @@ def main() -> None:
     bare_runs: list[float] = []
     runs: dict[str, list[PluginRun]] = {w: [] for w in counts}
     floors: dict[str, list[float]] = {w: [] for w in counts}
+    base_runs: dict[str, list[PluginRun]] = {w: [] for w in counts}
     statements = tests = 0
     for _ in range(args.repeat):
         # Interleaved, so both sides see the same load on a shared machine.
@@ -211,6 +233,8 @@ def main() -> None:
         bare_runs.append(seconds)
         for w in counts:
             runs[w].append(plugin(args.subset, w, extra))
+            if args.base:
+                base_runs[w].append(plugin(args.subset, w, extra, str(Path(args.base).resolve())))
             if not args.no_floor:
                 floors[w].append(floor(tests, w))
     b = statistics.median(bare_runs)
@@ -241,6 +265,9 @@ def main() -> None:
             f = statistics.median(floors[w])
             print(f"  pytest floor -n {w} ({tests} no-op tests, no plugin): {f:7.2f} s  floor / bare: {f / b:.2f}  "
                   f"plugin / floor: {p / f:.2f}  plugin per item over the floor: {(p - f) / max(tests, 1) * 1e6:.0f} us")
+    for w, base in base_runs.items():
+        if base:
+            compare_base(w, runs[w], base, args.base)
     if "0" in walls and len(walls) > 1:
         for w, p in walls.items():
             if w != "0":
