@@ -94,3 +94,53 @@ def test_bad_input_is_one_line_not_a_traceback(
     result = run(pkg)
     assert result.returncode == 2
     assert message in result.stderr and "Traceback" not in result.stderr
+
+
+LAYERS = """\
+unit core toypkg
+unit dialect toypkg.dialect   # the longest prefix wins: toypkg.dialect.x is dialect's
+unit fam toypkg.fam toypkg.famextra
+core ->
+dialect -> core
+fam -> core dialect
+allow toypkg.fam -> toypkg.dialect   # allowed anyway: stale
+"""
+
+
+def test_layers_report_each_forbidden_import_with_its_line_and_stale_exceptions(tmp_path: Path) -> None:
+    files = {
+        "tasks.py": "X = 1\n",
+        "runner.py": "from . import tasks\n\ndef f():\n    from .dialect import x  # core -> plug-in\n",
+        "dialect/__init__.py": "",
+        "dialect/x.py": "from ..tasks import X\nfrom ..famextra import Y  # dialect -> family\n",
+        "fam.py": "from . import dialect\nfrom .dialect import x\n",
+        "famextra.py": "Y = 2\n",
+    }
+    pkg = write_package(tmp_path, files)
+    layers = tmp_path / "layers.txt"
+    layers.write_text(LAYERS)
+    result = run(pkg, "--layers", layers)
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert result.stdout.splitlines()[:3] == [
+        "layer violation: toypkg.dialect.x -> toypkg.famextra (dialect -> fam; dialect may import core)"
+        " at toypkg/dialect/x.py:2",
+        "layer violation: toypkg.runner -> toypkg.dialect.x (core -> dialect; core may import nothing else)"
+        " at toypkg/runner.py:4",
+        "stale layer exception (import gone or allowed; delete the line): allow toypkg.fam -> toypkg.dialect",
+    ]
+    assert "layers: 2 violation(s), 1 stale exception(s)" in result.stdout
+    layers.write_text(
+        LAYERS.replace("allow toypkg.fam -> toypkg.dialect", "allow toypkg.dialect.x -> toypkg.famextra")
+        + "allow toypkg.runner -> toypkg.dialect.x\n"
+    )
+    assert run(pkg, "--layers", layers).returncode == 0
+    layers.write_text(LAYERS + "fam -> core\n")
+    result = run(pkg, "--layers", layers)
+    assert result.returncode == 2 and "layers.txt:8: not a unit, rule or allow line" in result.stderr
+
+
+def test_the_package_keeps_its_layers() -> None:
+    root = TOOL.parent.parent
+    result = run(root / "pytest_plsqlbench", "--layers", root / "docs" / "layers.txt")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "0 circle(s)" in result.stdout and "layers: 0 violation(s), 0 stale" in result.stdout

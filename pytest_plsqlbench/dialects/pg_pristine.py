@@ -273,8 +273,6 @@ class Copy:
 
     pristine: Pristine
     server: Postmaster
-    #: Seconds spent copying and starting it (where the caller waited on it, less).
-    made_in_s: float = 0.0
     _discarded: bool = field(default=False, repr=False)
 
     @property
@@ -320,9 +318,6 @@ class PristineStore:
         self._lock = threading.RLock()
         self._pool: concurrent.futures.ThreadPoolExecutor | None = None
         self._roots: list[Path] = []
-        #: Copies made and seconds the caller waited for them (benchmarks, docs/security.md).
-        self.made = 0
-        self.waited_s = 0.0
 
     @property
     def available(self) -> bool:
@@ -393,7 +388,6 @@ class PristineStore:
 
     # ----------------------------------------------------------------- copies
     def _make(self, pristine: Pristine) -> Copy:
-        t0 = time.monotonic()
         root = _new_root(f"copy-{self.backend.worker}")
         try:
             _copy_tree(pristine.path, root / "data")
@@ -402,7 +396,7 @@ class PristineStore:
         except BaseException:
             shutil.rmtree(root, ignore_errors=True)
             raise
-        return Copy(pristine, server, time.monotonic() - t0)
+        return Copy(pristine, server)
 
     def _executor(self) -> concurrent.futures.ThreadPoolExecutor:
         if self._pool is None:
@@ -412,7 +406,6 @@ class PristineStore:
     def copy(self, pristine: Pristine) -> Copy:
         """A new running copy of ``pristine`` (the one prepared ahead if there is one), and the
         next one prepared in the background: the caller waits only for what is left of it."""
-        t0 = time.monotonic()
         with self._lock:
             spare = self._spares.pop(pristine.key, None)
         made: Copy | None = None
@@ -431,8 +424,6 @@ class PristineStore:
             while len(self._spares) > MAX_SPARES:  # dicts keep insertion order: the oldest first
                 stale = self._spares.pop(next(iter(self._spares)))
                 self._executor().submit(_discard_when_made, stale)
-        self.made += 1
-        self.waited_s += time.monotonic() - t0
         return made
 
     def discard(self, copy: Copy) -> None:
