@@ -34,7 +34,10 @@ def _cmd_subsets(args: argparse.Namespace) -> int:
     width = max(60, min(120, shutil.get_terminal_size((100, 24)).columns))
     for name, manifest in sorted(discover(tuple(args.tasks)).items()):
         dialects = ",".join(manifest.dialects)
-        family = manifest.metrics if manifest.metrics in registry.families else f"{manifest.metrics} (not registered)"
+        if manifest.metrics is None:
+            family = f"none (no registered family reads loader {manifest.loader!r})"
+        else:
+            family = manifest.metrics if manifest.metrics in registry.families else f"{manifest.metrics} (not registered)"
         print(f"{name}  [{dialects}]  family {family}")
         # The whole description, wrapped: a cut one hid what a subset is for.
         for line in textwrap.wrap(" ".join(manifest.description.split()), width - 4):

@@ -2,9 +2,10 @@
 
 Resolution order for a manifest's source ``NAME``: ``--plsql-source NAME=PATH`` (or ini
 ``plsql_source``), the environment variable ``PLSQLBENCH_SOURCE_<NAME>``, ``--plsql-data``
-for the PLSQLBench release, then a download into the data cache. Downloads are verified
-against the manifest's sha256; a manifest without one records the digest of the first
-download and refuses a later copy that differs (trust on first use, reported as such).
+for a source of kind ``release`` (a release's folder tree; a family may name the kind after its
+benchmark), then a download into the data cache. Downloads are verified against the manifest's
+sha256; a manifest without one records the digest of the first download and refuses a later
+copy that differs (trust on first use, reported as such).
 """
 
 from __future__ import annotations
@@ -25,8 +26,9 @@ from pathlib import Path
 import platformdirs
 from filelock import FileLock
 
+from . import registry
 from .errors import DataError, UsageError
-from .manifests import Manifest, Source
+from .manifests import SOURCE_KINDS, Manifest, Source
 from .settings import DataSettings, source_from_environment
 
 log = logging.getLogger(__name__)
@@ -48,13 +50,31 @@ def sha256_file(path: Path) -> str:
     return digest.hexdigest()
 
 
+def source_kind(source: Source) -> str:
+    """The core kind of ``source`` (:data:`~pytest_plsqlbench.manifests.SOURCE_KINDS`): its own,
+    or the one a registered family names it after (``Family.sources``)."""
+    if source.kind in SOURCE_KINDS:
+        return source.kind
+    for family in registry.active().families.values():
+        if source.kind in family.sources:
+            return family.sources[source.kind]
+    raise UsageError(
+        f"data source {source.name!r}: unknown kind {source.kind!r} (the core's: {', '.join(SOURCE_KINDS)}; "
+        "a registered family may name others)"
+    )
+
+
+def _is_release(source: Source) -> bool:
+    return source_kind(source) == "release"
+
+
 def _local_override(source: Source, data: DataSettings) -> Path | None:
     if source.name in data.sources:
         return data.sources[source.name]
     env = source_from_environment(source.name)
     if env:
         return Path(env).expanduser()
-    if source.kind == "plsqlbench" and data.release is not None:
+    if _is_release(source) and data.release is not None:
         return data.release
     return None
 
@@ -66,7 +86,7 @@ def resolve(manifest: Manifest, data: DataSettings) -> Path:
         raise UsageError(f"subset {manifest.name!r}: its manifest names no data source")
     local = _local_override(source, data)
     if local is not None:
-        if source.kind != "plsqlbench" and local.is_dir() and source.file:
+        if not _is_release(source) and local.is_dir() and source.file:
             local = local / source.file
         if not local.exists():
             raise UsageError(f"subset {manifest.name!r}: data source {source.name!r}: {local} does not exist")
@@ -76,7 +96,7 @@ def resolve(manifest: Manifest, data: DataSettings) -> Path:
 
 def _local_copy_option(source: Source) -> str:
     """The option that points the run at a local copy of ``source`` instead of a download."""
-    return "--plsql-data DIR" if source.kind == "plsqlbench" else f"--plsql-source {source.name}=PATH"
+    return "--plsql-data DIR" if _is_release(source) else f"--plsql-source {source.name}=PATH"
 
 
 def download(source: Source, data: DataSettings, subset: str) -> Path:
@@ -93,13 +113,14 @@ def download(source: Source, data: DataSettings, subset: str) -> Path:
         if not done.exists():
             _fetch(source, target, subset, data)
         path = target / "content"
-        if source.kind != "plsqlbench" and source.file and (path / source.file).exists():
+        release = _is_release(source)
+        if not release and source.file and (path / source.file).exists():
             return path / source.file
-        if source.kind != "plsqlbench" and path.is_dir():
+        if not release and path.is_dir():
             files = [p for p in path.iterdir() if p.is_file()]
             if len(files) == 1:
                 return files[0]
-        if source.kind == "plsqlbench" and path.is_dir():
+        if release and path.is_dir():
             # GitHub archives unpack into one top-level folder.
             subdirs = [p for p in path.iterdir() if p.is_dir()]
             return subdirs[0] if len(subdirs) == 1 else path

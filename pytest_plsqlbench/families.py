@@ -1,6 +1,8 @@
 """Metric families: how a subset's tasks become its scores, and how those scores are shown.
 
-A subset's manifest names its family (``metrics: plsqlbench``, the default). The results
+A subset's manifest names its family (``metrics: NAME``), or its loader does: a manifest without
+``metrics:`` belongs to the registered family whose :attr:`MetricFamily.loaders` hold its
+``loader:`` (:mod:`pytest_plsqlbench.manifests`). The results
 document (:func:`pytest_plsqlbench.results.build_document`), the end-of-run summary, the HTML
 report and ``plsqlbench merge`` ask the family for:
 
@@ -27,7 +29,7 @@ from __future__ import annotations
 import logging
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from . import registry
@@ -35,11 +37,10 @@ from .errors import UsageError
 from .protocols import Family
 
 if TYPE_CHECKING:
+    from .manifests import Manifest
     from .metrics import TaskResult
 
 log = logging.getLogger(__name__)
-
-DEFAULT_FAMILY = "plsqlbench"
 
 
 @dataclass(frozen=True)
@@ -63,6 +64,21 @@ CHARTS = {
     "failure_types": "Failure types (% of tasks)",
     "b2_bins": "B2 speed-up bins (% of admitted B2 tasks)",
 }
+
+
+@dataclass(frozen=True)
+class Leaderboard:
+    """What a family tells the leaderboard entry (:mod:`pytest_plsqlbench.reporting.leaderboard`)
+    about its site's datasets, the manifests' ``paper.leaderboard`` keys."""
+
+    #: The site's datasets per split (``dev``/``test``): a split's overall needs all of them.
+    splits: Mapping[str, tuple[str, ...]]
+    #: Keys whose paper figures ran the published assertion blocks (``--plsql-assertions``), and
+    #: why a run of them with other assertions does not compare (the refusal's words).
+    published_assertions: tuple[str, ...] = ()
+    assertions_reason: str = ""
+    #: Key -> what an entry with that key's scores always says (its ``note``).
+    notes: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -91,6 +107,14 @@ class MetricFamily:
     #: Keys of figures computed from more than one results file (ProcArena's ``retention``):
     #: a reader keeps them as stated, never derives them again.
     external_figures: ClassVar[frozenset[str]] = frozenset()
+    #: The manifests' ``loader:`` names this family reads: a manifest without ``metrics:`` using
+    #: one of them is this family's subset.
+    loaders: ClassVar[frozenset[str]] = frozenset()
+    #: Source kinds this family names (a manifest's ``source.kind``) -> the core kind each is
+    #: (:data:`pytest_plsqlbench.manifests.SOURCE_KINDS`).
+    sources: ClassVar[Mapping[str, str]] = {}
+    #: The leaderboard's facts about the family's datasets (None: its subsets are not ranked).
+    leaderboard: ClassVar[Leaderboard | None] = None
 
     def task_figures(self, result: TaskResult, entry: Mapping[str, Any]) -> dict[str, Any]:
         """Figures of one task (all samples), merged into its entry in the document."""
@@ -115,17 +139,17 @@ class MetricFamily:
         return []
 
 
-class PlsqlBenchFamily(MetricFamily):
-    """PLSQLBench App. C: Mean Test, Suite, Turn Suite and Episode Pass@1, pass@k, bootstrap CIs."""
+class CoreFamily(MetricFamily):
+    """The core's figures alone (App. C of PLSQLBench: Mean Test, Suite, Turn Suite and Episode
+    Pass@1, pass@k, bootstrap CIs): a registered family's base, and how a subset that names no
+    family (a results file older than ``metric_family``) is scored and shown."""
 
-    name = "plsqlbench"
-    columns = (
+    columns: ClassVar[tuple[Column, ...]] = (
         Column("mean_test_pass", "Mean Test Pass@1"),
         Column("suite_pass", "Suite Pass@1"),
         Column("turn_suite_pass", "Turn Suite Pass@1"),
         Column("episode_pass", "Episode Pass@1"),
     )
-    paper_dialect = ("oracle", "Oracle PL/SQL")
 
     def task_figures(self, result: TaskResult, entry: Mapping[str, Any]) -> dict[str, Any]:
         per_sample = [
@@ -172,17 +196,23 @@ class FamilyRegistry(Mapping[str, Family]):
     def __len__(self) -> int:
         return len(self._by_name)
 
+    def add_installed(self) -> FamilyRegistry:
+        """Add the families the ``pytest_plsqlbench`` entry points register that it lacks."""
+        return self.add(f for f in registry.outside_pytest().families.values() if f.name not in self._by_name)
+
     def family(self, name: str | None) -> Family:
-        """The family ``name`` (None: the default); one clear error when it is unknown."""
-        key = name or DEFAULT_FAMILY
-        if key not in self._by_name:
-            self.add(f for f in registry.outside_pytest().families.values() if f.name not in self._by_name)
-        if key not in self._by_name:
+        """The family ``name`` (None or "": the core's figures alone, :class:`CoreFamily`); one
+        clear error when it is unknown."""
+        if not name:
+            return CoreFamily()
+        if name not in self._by_name:
+            self.add_installed()
+        if name not in self._by_name:
             raise UsageError(
-                f"unknown metric family {key!r} (known: {', '.join(sorted(self._by_name))}); "
+                f"unknown metric family {name!r} (known: {', '.join(sorted(self._by_name))}); "
                 "is the plugin that defines it installed?"
             )
-        return self._by_name[key]
+        return self._by_name[name]
 
 
 #: Every family known to this process: those registered at the run's start, or (outside pytest,
@@ -199,19 +229,36 @@ def get(name: str | None) -> Family:
     return REGISTRY.family(name)
 
 
+def known() -> list[Family]:
+    """Every family known here: the run's, and those installed (the entry points')."""
+    return list(REGISTRY.add_installed().values())
+
+
+def of_manifest(manifest: Manifest) -> Family:
+    """The registered family scoring ``manifest``'s subset; one clear error naming its loader when
+    the manifest names no family and no registered family reads the loader."""
+    if manifest.metrics is None:
+        raise UsageError(
+            f"no registered family reads loader {manifest.loader!r}: name the subset's family with "
+            "'metrics:', or install the plugin that defines it"
+        )
+    return REGISTRY.family(manifest.metrics)
+
+
 def lookup(name: str | None) -> Family:
-    """The family for showing a document's subsets; the PLSQLBench one, with a warning, when the
-    plugin defining ``name`` is not installed here (its figures are still in the document)."""
+    """The family for showing a document's subsets; the core's (:class:`CoreFamily`), with a
+    warning, when the plugin defining ``name`` is not installed here (its figures are still in
+    the document)."""
     try:
         return REGISTRY.family(name)
     except UsageError as exc:
-        log.warning("%s; showing its subsets with the %s columns", exc, DEFAULT_FAMILY)
-        return REGISTRY.family(DEFAULT_FAMILY)
+        log.warning("%s; showing its subsets with the core's columns", exc)
+        return CoreFamily()
 
 
 def group_by_family(subsets: Mapping[str, Mapping[str, Any]]) -> dict[str, dict[str, Mapping[str, Any]]]:
     """Subsets of a document grouped by their family, in order of first appearance."""
     out: dict[str, dict[str, Mapping[str, Any]]] = {}
     for name, figures in subsets.items():
-        out.setdefault(str(figures.get("metric_family") or DEFAULT_FAMILY), {})[name] = figures
+        out.setdefault(str(figures.get("metric_family") or ""), {})[name] = figures
     return out

@@ -12,7 +12,8 @@ A manifest looks like::
       sha256: ...                # checked after download (null: recorded on first download)
       file: MbppPlus.jsonl       # file inside the download (archives) or the local directory
     options: {...}               # loader-specific
-    metrics: plsqlbench          # optional: the metric family scoring it (see families.py)
+    metrics: NAME                # optional: the metric family scoring it (see families.py); by
+                                 # default the registered family whose loaders hold `loader:`
     paper:                       # optional: how the subset maps onto the paper / leaderboard
       leaderboard: mbpp_plus     # key in plsqlbench.github.io data/leaderboard.json `scores`
       split: test                # dev | test (for the site's overall means)
@@ -36,6 +37,11 @@ from .resources import tasks_dir
 #: libyaml's safe loader when available (much faster on big task folders).
 _LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
+#: The core's source kinds (a family may name others after them: ``Family.sources``).
+#: ``file``: a file (or a folder holding ``file``); ``release``: a folder tree, the release root
+#: given with ``--plsql-data``.
+SOURCE_KINDS = ("file", "release")
+
 
 @dataclass(frozen=True)
 class Source:
@@ -43,7 +49,8 @@ class Source:
     url: str | None = None
     sha256: str | None = None
     file: str | None = None
-    #: ``plsqlbench``: the path is the release root given with --plsql-data.
+    #: One of :data:`SOURCE_KINDS`, or a kind a registered family names after one of them
+    #: (resolved by :func:`pytest_plsqlbench.datasources.source_kind`).
     kind: str = "file"
 
 
@@ -57,8 +64,9 @@ class Manifest:
     source: Source | None = None
     options: Mapping[str, Any] = field(default_factory=dict)
     paper: Mapping[str, Any] = field(default_factory=dict)
-    #: The metric family that scores the subset (``metrics:``; checked when a run starts).
-    metrics: str = "plsqlbench"
+    #: The metric family that scores the subset: ``metrics:``, else the registered family whose
+    #: ``loaders`` hold ``loader``; None when neither (refused when a run chooses the subset).
+    metrics: str | None = None
 
     @property
     def directory(self) -> Path:
@@ -109,20 +117,28 @@ def load_manifest(path: Path) -> Manifest:
     paper = data.get("paper") or {}
     if not isinstance(paper, dict):
         raise _fail(path, "'paper' must be a mapping")
-    metrics = data.get("metrics", "plsqlbench")
-    if not isinstance(metrics, str) or not metrics.strip():
-        raise _fail(path, "'metrics' must name a metric family (e.g. plsqlbench)")
+    metrics = data.get("metrics")
+    if metrics is not None and (not isinstance(metrics, str) or not metrics.strip()):
+        raise _fail(path, "'metrics' must name a metric family")
+    loader = data["loader"].strip()
     return Manifest(
         name=data["name"].strip(),
-        loader=data["loader"].strip(),
+        loader=loader,
         dialects=dialects,
         path=path,
         description=str(data.get("description") or "").strip(),
         source=source,
         options=options,
         paper=paper,
-        metrics=metrics.strip(),
+        metrics=metrics.strip() if metrics is not None else _claimant(loader),
     )
+
+
+def _claimant(loader: str) -> str | None:
+    """The registered family whose ``loaders`` hold ``loader`` (the last registered, as a later
+    registration of a name wins), None if none does."""
+    claims = [name for name, family in registry.active().families.items() if loader in family.loaders]
+    return claims[-1] if claims else None
 
 
 def discover(extra_dirs: tuple[Path, ...] = ()) -> dict[str, Manifest]:

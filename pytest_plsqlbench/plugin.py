@@ -113,7 +113,7 @@ def _manifests(config: pytest.Config, settings: Settings) -> list[Manifest]:
                 f"not for --plsql-dialect={settings.database.dialect}"
             )
         try:
-            families.get(manifest.metrics)
+            families.of_manifest(manifest)
         except UsageError as exc:
             raise pytest.UsageError(f"{manifest.path}: {exc}") from None
     return chosen

@@ -26,7 +26,7 @@ log = logging.getLogger(__name__)
 if TYPE_CHECKING:
     from contextlib import AbstractContextManager
 
-    from .families import Column, SubsetInput
+    from .families import Column, Leaderboard, SubsetInput
     from .judges import JudgeContext
     from .metrics import TaskResult
     from .outcomes import TestOutcome
@@ -502,7 +502,7 @@ class Judge(Protocol):
 class Family(Protocol):
     """A benchmark family: how its subsets are scored and shown, registered through
     ``pytest_plsql_families`` (:class:`pytest_plsqlbench.families.MetricFamily` is the base with
-    the defaults). Loaders, sources and reports join it in step 13 of the redesign."""
+    the defaults)."""
 
     #: The manifest's ``metrics:`` value and the document's ``metric_family``.
     name: ClassVar[str]
@@ -511,6 +511,12 @@ class Family(Protocol):
     paper_dialect: ClassVar[tuple[str, str] | None]
     #: Figure keys computed from more than one results file: kept as stated by a reader.
     external_figures: ClassVar[frozenset[str]]
+    #: The ``loader:`` names of its manifests: one without ``metrics:`` is this family's subset.
+    loaders: ClassVar[frozenset[str]]
+    #: Source kinds it names -> the core's kind each is (``manifests.SOURCE_KINDS``).
+    sources: ClassVar[Mapping[str, str]]
+    #: Its datasets on the leaderboard (splits, notes); None: its subsets are not ranked.
+    leaderboard: ClassVar[Leaderboard | None]
 
     def task_figures(self, result: TaskResult, entry: Mapping[str, Any]) -> dict[str, Any]: ...
 

@@ -66,7 +66,7 @@ def table_lines(
 ) -> list[str]:
     """One row per subset: Table 2's Mean Test Pass@1 plus the strict metrics of Tables 9 and 10
     (or the ``columns`` of another metric family); see :func:`~.reporting.table.columns_table`."""
-    return columns_table(subsets, columns if columns is not None else families.PlsqlBenchFamily.columns, cis)
+    return columns_table(subsets, columns if columns is not None else families.CoreFamily.columns, cis)
 
 
 def metric_tables(subsets: Mapping[str, Mapping[str, Any]], verbose: int = 0) -> list[str]:

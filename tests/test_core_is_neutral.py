@@ -27,14 +27,6 @@ ALLOWED: dict[tuple[str, str], int] = {
     # Not the family: the command's and the option group's names (the project's name).
     ("cli.py", "str plsqlbench"): 1,
     ("settings.py", "str plsqlbench"): 1,
-    # Step 13: the plsqlbench source kind (the release download) becomes `Family.sources`.
-    ("datasources.py", "str plsqlbench"): 6,
-    # Step 13: no default family (`DEFAULT_FAMILY`); `PlsqlBenchFamily` (its name and the
-    # paper's dialect) moves to the family's package in step 17.
-    ("families.py", "str plsqlbench"): 2,
-    ("families.py", "str oracle"): 1,  # PlsqlBenchFamily.paper_dialect (the leaderboard's)
-    # Step 13: a manifest without `metrics:` belongs to the family that registered its loader.
-    ("manifests.py", "str plsqlbench"): 2,
     # Step 9 (left): the fence languages and the default dialect of `extract_code` come from the
     # dialects' `Lexicon`s.
     ("generation/extract.py", "str oracle"): 2,

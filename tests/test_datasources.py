@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from pytest_plsqlbench.datasources import data_cache_dir, download
+from pytest_plsqlbench.datasources import data_cache_dir, download, source_kind
 from pytest_plsqlbench.errors import DataError, UsageError
-from pytest_plsqlbench.manifests import Source
+from pytest_plsqlbench.manifests import Source, discover
 from pytest_plsqlbench.settings import DataSettings
 
 
@@ -119,7 +119,7 @@ def test_gzip_and_release_archives_are_unpacked(served, data: DataSettings) -> N
         info.size = len(DATA)
         tar.addfile(info, io.BytesIO(DATA))
     files.content["/release.tar.gz"] = buf.getvalue()
-    release = Source("plsqlbench", url=f"{base}/release.tar.gz", sha256=sha(buf.getvalue()), kind="plsqlbench")
+    release = Source("plsqlbench", url=f"{base}/release.tar.gz", sha256=sha(buf.getvalue()), kind="release")
     root = download(release, data, "mbpp")
     assert root.name == "plsqlbench-abc123"  # the archive's one top-level folder
     assert (root / "datasets/mbpp/mbpp_plsql.jsonl").read_bytes() == DATA
@@ -130,4 +130,14 @@ def test_missing_url_or_failed_download_names_the_local_copy_option(served, data
     with pytest.raises(UsageError, match=r"needs data source 'demo': give a local copy with --plsql-source demo=PATH"):
         download(Source("demo"), data, "demo")
     with pytest.raises(UsageError, match=r"cannot download .*; point --plsql-data DIR at a local copy"):
+        # The family's name for the core kind ``release`` (tasks/spider.yaml's) is understood.
         download(Source("plsqlbench", url=f"{base}/missing.tar.gz", kind="plsqlbench"), data, "spider")
+
+
+def test_source_kinds_are_the_cores_or_a_registered_familys() -> None:
+    """The bundled manifests' kinds resolve (``plsqlbench`` through the family's ``sources``);
+    an unknown kind is one line naming it."""
+    kinds = {m.source.kind: source_kind(m.source) for m in discover().values() if m.source is not None}
+    assert kinds == {"file": "file", "plsqlbench": "release"}
+    with pytest.raises(UsageError, match=r"data source 'x': unknown kind 'tarball' \(the core's: file, release"):
+        source_kind(Source("x", kind="tarball"))

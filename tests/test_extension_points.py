@@ -11,12 +11,13 @@ from pathlib import Path
 
 import pytest
 
-from pytest_plsqlbench import nodeids
+from pytest_plsqlbench import families, nodeids
 from pytest_plsqlbench.answers import Answer
 from pytest_plsqlbench.episode import Episode
 from pytest_plsqlbench.errors import UsageError
-from pytest_plsqlbench.families import REGISTRY, Column, FamilyRegistry, MetricFamily, PlsqlBenchFamily
+from pytest_plsqlbench.families import REGISTRY, Column, CoreFamily, FamilyRegistry, MetricFamily
 from pytest_plsqlbench.judges import DEFAULT, Judge, JudgeRegistry
+from pytest_plsqlbench.manifests import discover, load_manifest
 from pytest_plsqlbench.outcomes import Verdict
 from pytest_plsqlbench.results.record import TaskFacts, TestOutcome, json_value
 from pytest_plsqlbench.tasks import Task, Turn, UnitTest
@@ -124,9 +125,24 @@ def test_unknown_kind_is_refused_by_the_registry_not_the_task_model() -> None:
 
 def test_unknown_metric_family_is_one_clear_error() -> None:
     with pytest.raises(UsageError, match="unknown metric family 'nope'"):
-        FamilyRegistry([PlsqlBenchFamily()]).family("nope")
-    assert REGISTRY.family(None).name == "plsqlbench"
-    assert isinstance(REGISTRY["plsqlbench"], MetricFamily)
+        FamilyRegistry().family("nope")
+    # No default family: a subset naming none has the core's figures alone.
+    assert type(REGISTRY.family(None)) is CoreFamily and not REGISTRY.family(None).name
+    assert isinstance(REGISTRY.family("plsqlbench"), MetricFamily)
+
+
+def test_a_manifest_without_metrics_belongs_to_the_family_reading_its_loader(tmp_path: Path) -> None:
+    """The bundled manifests without ``metrics:`` are their loader's family's; a loader no family
+    reads is one clear error naming it when a run chooses the subset."""
+    known = discover()
+    assert {known["spider"].metrics, known["mbpp-plus"].metrics, known["smoke"].metrics} == {"plsqlbench"}
+    assert known["procarena-sample"].metrics == "procarena"
+    path = tmp_path / "mine.yaml"
+    path.write_text("name: mine\nloader: nobody-reads-me\n")
+    mine = load_manifest(path)
+    assert mine.metrics is None
+    with pytest.raises(UsageError, match="no registered family reads loader 'nobody-reads-me'"):
+        families.of_manifest(mine)
 
 
 def test_the_family_registry_takes_the_protocol_not_the_base_class() -> None:
@@ -138,6 +154,9 @@ def test_the_family_registry_takes_the_protocol_not_the_base_class() -> None:
         columns = ()
         paper_dialect = None
         external_figures = frozenset()
+        loaders = frozenset()
+        sources = {}
+        leaderboard = None
 
         def task_figures(self, result, entry):
             return {}
@@ -166,7 +185,7 @@ CONFTEST = r'''
 import pytest
 
 from pytest_plsqlbench import Answer
-from pytest_plsqlbench.families import Column, PlsqlBenchFamily
+from pytest_plsqlbench.families import Column, CoreFamily
 from pytest_plsqlbench.judges import Judge
 from pytest_plsqlbench.outcomes import Verdict
 from pytest_plsqlbench.tasks import Task, Turn, UnitTest
@@ -199,7 +218,7 @@ class CountJudge(Judge):
                            score=int(got) / int(want), extra={"count": int(got), "prepared": len(ctx.worker_cache["prepared"])})
 
 
-class CountingFamily(PlsqlBenchFamily):
+class CountingFamily(CoreFamily):
     name = "counting"
     columns = (Column("mean_test_pass", "Mean Test"), Column("mean_score", "Mean score", unit="ratio"))
 
@@ -269,7 +288,7 @@ def test_a_manifest_naming_an_unknown_family_stops_the_run(pytester: pytest.Pyte
 
 
 # --------------------------------------------------------------------------- families in documents and reports
-class _RatioFamily(PlsqlBenchFamily):
+class _RatioFamily(CoreFamily):
     name = "ratio-test"
     columns = (Column("mean_test_pass", "Mean Test"), Column("speedup", "Speedup", unit="ratio"))
 
@@ -301,7 +320,8 @@ def test_document_summary_report_and_merge_take_columns_from_the_family(tmp_path
     doc = build_document(header, tasks, info)
     assert doc["subsets"]["fast"]["metric_family"] == "ratio-test"
     assert doc["subsets"]["fast"]["speedup"] == pytest.approx(0.8)  # harmonic mean of 2 and 0.5
-    assert doc["subsets"]["smoke"]["metric_family"] == "plsqlbench" and "speedup" not in doc["subsets"]["smoke"]
+    # A subset naming no family has the core's figures alone (no default family).
+    assert doc["subsets"]["smoke"]["metric_family"] == "" and "speedup" not in doc["subsets"]["smoke"]
     lines = "\n".join(summary_lines(doc))
     assert "Speedup" in lines and "0.80x" in lines and "Episode Pass@1" in lines  # one table per family
     html = render(doc, "html")

@@ -39,7 +39,7 @@ import pytest
 
 from pytest_plsqlbench import outcomes
 from pytest_plsqlbench.errors import FixtureError, InfrastructureError
-from pytest_plsqlbench.families import Column
+from pytest_plsqlbench.families import Column, Leaderboard
 from pytest_plsqlbench.judges import Judge
 from pytest_plsqlbench.lexicon import Lexicon, SafetyRules
 from pytest_plsqlbench.outputs import format_row
@@ -224,12 +224,16 @@ class ToyEqualJudge(Judge):
 
 
 class ToyFamily:
-    """The ``Family`` protocol implemented from scratch (no ``MetricFamily`` base class)."""
+    """The ``Family`` protocol implemented from scratch (no ``MetricFamily`` base class). Its
+    loader's manifests need no ``metrics: toy``; its dataset ranks on a leaderboard of its own."""
 
     name = "toy"
     columns = (Column("toy_accuracy", "Toy accuracy"),)
     paper_dialect = None
     external_figures = frozenset()
+    loaders = frozenset({"toy"})
+    sources = {}
+    leaderboard = Leaderboard(splits={"test": ("toy_board",)}, notes={"toy_board": "the toy board has two tasks"})
 
     def task_figures(self, result, entry):
         return {}
@@ -319,13 +323,14 @@ tests:
       SELECT expect((SELECT count(*) FROM squares) = 3, 'squares: 3 rows expected');
 """
 
-#: The toy family's subset: its own loader (the tasks are in the manifest), judge and metrics.
+#: The toy family's subset: its own loader (the tasks are in the manifest), judge and metrics; no
+#: ``metrics:``: the family reading the loader scores it. Its toy accuracy is its leaderboard score.
 FAMILY_MANIFEST = """\
 name: toyfam
 description: two tasks of the toy family
 loader: toy
-metrics: toy
 dialects: [sqlite]
+paper: {leaderboard: toy_board, split: test, comparable_metric: toy_accuracy}
 options:
   tasks:
     - {id: answer, prompt: "Create a view answer(x) holding 6 * 7.", query: "SELECT x FROM answer;", want: 42,
@@ -463,6 +468,11 @@ def test_a_dialect_and_a_family_from_a_conftest_run_end_to_end(
     assert re.search(r"^dialects: .*\bsqlite\b", listed, re.M) and re.search(r"^families: .*\btoy\b", listed, re.M)
     report = cli("report", str(project / "r0.json"))
     assert re.search(r"^toyfam +2 +2 +50\.00$", report, re.M) and "toy family: toyfam accuracy 0.50" in report
+    # The leaderboard's datasets, splits and notes are the family's.
+    entry = json.loads(cli("leaderboard", str(project / "r0.json"), "--method", "m"))
+    assert entry["scores"] == {"test_overall": {"mean_test_pass": 50.0}, "overall_test": {"mean_test_pass": 50.0},
+                               "toy_board": {"mean_test_pass": 50.0}}
+    assert entry["note"] == "the toy board has two tasks"
 
 
 #: Answers failing in each way the core has a class for (the dialect's session classifies them).

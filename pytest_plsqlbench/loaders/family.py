@@ -7,11 +7,36 @@ import argparse
 
 import pytest
 
-from ..families import MetricFamily, PlsqlBenchFamily
+from ..families import CoreFamily, Leaderboard
+from . import mbpp, plsqlbench, yaml_tasks
+
+
+class PlsqlBenchFamily(CoreFamily):
+    """PLSQLBench App. C: the core's figures (Mean Test, Suite, Turn Suite and Episode Pass@1,
+    pass@k, bootstrap CIs), its loaders, its release download and its leaderboard datasets."""
+
+    name = "plsqlbench"
+    paper_dialect = ("oracle", "Oracle PL/SQL")
+    loaders = frozenset({yaml_tasks.LOADER, *mbpp.LOADERS, *plsqlbench.LOADERS})
+    #: The manifests' ``kind: plsqlbench``: the release root given with ``--plsql-data``.
+    sources = {"plsqlbench": "release"}
+    #: The plsqlbench.github.io datasets (Table 2 of the paper; the site's data/leaderboard.json).
+    leaderboard = Leaderboard(
+        splits={
+            "dev": ("mbpp", "spider", "spider2_st_dev", "spider2_mt_dev"),
+            "test": ("mbpp_plus", "spider2_st_test", "spider2_mt_test"),
+        },
+        published_assertions=("mbpp", "mbpp_plus"),
+        assertions_reason="the paper's MBPP figures run the published assertion blocks",
+        notes={
+            "mbpp_plus": "mbpp_plus is pytest-plsqlbench's rebuild of MBPP+-PLSQL from evalplus MBPP+, not the "
+            "authors' withheld set (task and test counts differ)",
+        },
+    )
 
 
 @pytest.hookimpl(trylast=True)
-def pytest_plsql_families() -> list[MetricFamily]:
+def pytest_plsql_families() -> list[PlsqlBenchFamily]:
     return [PlsqlBenchFamily()]
 
 

@@ -21,9 +21,9 @@ from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from ..families import Column, PlsqlBenchFamily, SubsetInput
+from ..families import Column, CoreFamily, SubsetInput
 from ..reporting.stats import bootstrap_cis
-from . import EDITING, EX_SCENARIOS, SYNTHESIS
+from . import EDITING, EX_SCENARIOS, SYNTHESIS, loader, plforge
 from .failure_types import LABELS, TYPES
 from .figures import _pct, task_outcome
 from .perf import metrics as b2_metrics
@@ -141,8 +141,8 @@ def summary_lines(name: str, m: Mapping[str, Any]) -> list[str]:
     return lines
 
 
-class ProcArenaFamily(PlsqlBenchFamily):
-    """``metrics: procarena``: the PLSQLBench figures plus EX per subscenario, the Synthesis and
+class ProcArenaFamily(CoreFamily):
+    """``metrics: procarena``: the core's figures plus EX per subscenario, the Synthesis and
     Editing averages and the failure-type rates; the summary adds Table 6 per dialect."""
 
     name = FAMILY
@@ -157,6 +157,7 @@ class ProcArenaFamily(PlsqlBenchFamily):
     )
     #: Interactive EX over the Direct EX of another run's results: kept as the file states it.
     external_figures = frozenset({"retention"})
+    loaders = frozenset({loader.LOADER, plforge.LOADER})
 
     def subset_figures(self, data: SubsetInput) -> dict[str, Any]:
         figures = super().subset_figures(data)

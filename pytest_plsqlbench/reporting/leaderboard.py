@@ -18,14 +18,17 @@ the results document). Where a manifest says the paper's figure equals another o
 (``paper.comparable_metric``: MBPP's published blocks are all-or-nothing per task), that metric is
 what the site's ``mean_test_pass`` receives.
 
-An entry looks comparable with the paper's, so runs that are not are refused
-(:func:`noncomparable_reasons`): another dialect than the paper's (its family's
-:attr:`~pytest_plsqlbench.families.MetricFamily.paper_dialect`), MBPP/MBPP+ scored with other than
-the published assertion blocks, tasks that ran only part of their tests. With
-``allow_noncomparable`` the entry is emitted with a ``note`` saying why. An interrupted run (header
-``interrupted``) is refused always. MBPP+ is always noted as
-this project's rebuild (the authors withhold theirs). ``note`` is ours, not a field of the site's
-schema: remove it before submitting, and say the same in the submission.
+The site's datasets, their splits and what an entry must say of them are the ranking family's
+(:class:`~pytest_plsqlbench.families.Leaderboard`, ``Family.leaderboard``: the family whose
+datasets hold a subset's key, else the one that scored it). An entry looks comparable with the
+paper's, so runs that are not are refused (:func:`noncomparable_reasons`): another dialect than the
+paper's (the family's :attr:`~pytest_plsqlbench.families.MetricFamily.paper_dialect`), datasets
+whose paper figures ran the published assertion blocks scored with others, tasks that ran only
+part of their tests. With ``allow_noncomparable`` the entry is emitted with a ``note`` saying why.
+An interrupted run (header ``interrupted``) is refused always. The family's notes on a dataset
+(PLSQLBench's: MBPP+ is this project's rebuild, the authors withhold theirs) are always said.
+``note`` is ours, not a field of the site's schema: remove it before submitting, and say the same
+in the submission.
 """
 
 from __future__ import annotations
@@ -38,6 +41,7 @@ from typing import Any
 from .. import families
 from ..errors import UsageError
 from ..outcomes import REFERENCE_FAILED_KEY
+from ..protocols import Family
 
 log = logging.getLogger(__name__)
 
@@ -104,21 +108,40 @@ def split_overall(subsets: Mapping[str, Mapping[str, Any]]) -> dict[str, dict[st
 
 # --------------------------------------------------------------------------- the entry
 
-#: The site's datasets per split (Table 2 of the paper; the site's data/leaderboard.json).
-SITE_SPLITS = {
-    "dev": ("mbpp", "spider", "spider2_st_dev", "spider2_mt_dev"),
-    "test": ("mbpp_plus", "spider2_st_test", "spider2_mt_test"),
-}
 OVERALL_KEYS = {"dev": "development_overall", "test": "test_overall"}
-#: Leaderboard keys of the MBPP sets, whose paper figures run the published assertion blocks.
-MBPP_KEYS = ("mbpp", "mbpp_plus")
-#: Always said of an entry with MBPP+ scores.
-MBPP_PLUS_NOTE = (
-    "mbpp_plus is pytest-plsqlbench's rebuild of MBPP+-PLSQL from evalplus MBPP+, not the authors' "
-    "withheld set (task and test counts differ)"
-)
 #: Values of ``category`` the site's entries use.
 KNOWN_CATEGORIES = ("Open-weight", "Proprietary")
+
+
+def ranking_family(subset: Mapping[str, Any]) -> Family:
+    """The family ranking a document's subset: the registered one whose leaderboard datasets hold
+    its ``paper.leaderboard`` key (a file that names no family is ranked too), else the one that
+    scored it."""
+    key = (subset.get("paper") or {}).get("leaderboard")
+    for family in families.known():
+        board = family.leaderboard
+        if key and board is not None and any(key in keys for keys in board.splits.values()):
+            return family
+    return families.lookup(subset.get("metric_family"))
+
+
+def _boards(document: Mapping[str, Any]) -> list[families.Leaderboard]:
+    """The leaderboard facts of the families ranking the document's subsets with a key."""
+    boards: list[families.Leaderboard] = []
+    for m in (document.get("subsets") or {}).values():
+        board = ranking_family(m).leaderboard if (m.get("paper") or {}).get("leaderboard") else None
+        if board is not None and board not in boards:
+            boards.append(board)
+    return boards
+
+
+def site_splits(boards: Iterable[families.Leaderboard]) -> dict[str, tuple[str, ...]]:
+    """The site's datasets per split, as the ranking families list them (in their order)."""
+    out: dict[str, tuple[str, ...]] = {}
+    for board in boards:
+        for split, keys in board.splits.items():
+            out[split] = tuple(dict.fromkeys([*out.get(split, ()), *keys]))
+    return out
 
 
 def dataset_scores(document: Mapping[str, Any]) -> tuple[dict[str, dict[str, float]], list[str]]:
@@ -143,16 +166,19 @@ def dataset_scores(document: Mapping[str, Any]) -> tuple[dict[str, dict[str, flo
 
 
 def overall_scores(
-    scores: Mapping[str, Mapping[str, float]], partial: bool = False
+    scores: Mapping[str, Mapping[str, float]], splits: Mapping[str, tuple[str, ...]], partial: bool = False
 ) -> tuple[dict[str, dict[str, float]], list[str]]:
-    """``development_overall``, ``test_overall`` and ``overall_test`` from the dataset scores.
+    """``development_overall``, ``test_overall`` and ``overall_test`` from the dataset scores, for
+    the site's datasets per split (:func:`site_splits`).
 
     A split's overall is emitted only when every dataset of the split is present, unless
     ``partial`` -- a mean over fewer datasets would not rank fairly against the others.
     """
     out: dict[str, dict[str, float]] = {}
     notes: list[str] = []
-    for split, members in SITE_SPLITS.items():
+    for split, members in splits.items():
+        if split not in OVERALL_KEYS:
+            continue
         present = [k for k in members if k in scores]
         if not present:
             continue
@@ -175,18 +201,16 @@ def noncomparable_reasons(document: Mapping[str, Any]) -> list[str]:
     reasons = []
     dialect = header.get("dialect")
     ranked = [m for m in (document.get("subsets") or {}).values() if (m.get("paper") or {}).get("leaderboard")]
-    papers = {families.lookup(m.get("metric_family")).paper_dialect for m in ranked}
+    papers = {ranking_family(m).paper_dialect for m in ranked}
     for paper in sorted(p for p in papers if p is not None):
         if dialect != paper[0]:
             reasons.append(f"dialect {dialect or 'unknown'} (the paper's figures are {paper[1]})")
     assertions = header.get("assertions")
     for name, m in (document.get("subsets") or {}).items():
         key = (m.get("paper") or {}).get("leaderboard")
-        if key in MBPP_KEYS and assertions != "published":
-            reasons.append(
-                f"{name} ran with --plsql-assertions={assertions or 'unknown'} "
-                "(the paper's MBPP figures run the published assertion blocks)"
-            )
+        board = ranking_family(m).leaderboard if key else None
+        if board is not None and key in board.published_assertions and assertions != "published":
+            reasons.append(f"{name} ran with --plsql-assertions={assertions or 'unknown'} ({board.assertions_reason})")
         incomplete = m.get("incomplete_tasks") or []
         if key and incomplete:
             reasons.append(f"{name}: {len(incomplete)} task(s) ran only part of their tests")
@@ -244,7 +268,8 @@ def entry(
             "leaderboard: no subset of this run has a leaderboard key (paper.leaderboard in its manifest); "
             f"subsets: {', '.join(document.get('subsets') or {}) or 'none'}"
         )
-    overall, more = overall_scores(scores, partial_overall)
+    boards = _boards(document)
+    overall, more = overall_scores(scores, site_splits(boards), partial_overall)
     notes += more
     if category and category not in KNOWN_CATEGORIES:
         notes.append(f"category {category!r} is not one the site uses ({', '.join(KNOWN_CATEGORIES)})")
@@ -259,8 +284,7 @@ def entry(
             + " (--allow-noncomparable emits the entry with a note saying so)"
         )
     said = [f"not comparable with the paper: {'; '.join(reasons)}"] if reasons else []
-    if "mbpp_plus" in scores:
-        said.append(MBPP_PLUS_NOTE)
+    said += [note for board in boards for key, note in board.notes.items() if key in scores]
     result: dict[str, Any] = {
         "method": method.strip(),
         "organization": organization,

@@ -61,7 +61,7 @@ def _by_family(subsets: Mapping[str, Mapping[str, Any]]) -> list[tuple[Family, d
 
 
 def _subset_rows(subsets: Mapping[str, Mapping[str, Any]], columns: Sequence[Column] | None = None) -> list[list[str]]:
-    columns = columns if columns is not None else families.PlsqlBenchFamily.columns
+    columns = columns if columns is not None else families.CoreFamily.columns
     rows = []
     for name, m in subsets.items():
         cells = [name, str(m.get("tasks", 0)), str(m.get("tests", 0)), str(m.get("samples") or 1)]
