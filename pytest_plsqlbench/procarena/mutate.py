@@ -256,13 +256,6 @@ def generate(code: str, dialect: str, operators: Sequence[str] = OPERATORS) -> l
     return b.out
 
 
-def _stmt_of(stmts: list[tuple[int, int, str]], p: int) -> tuple[int, int, str] | None:
-    for s in stmts:
-        if s[0] <= p <= s[1]:
-            return s
-    return None
-
-
 def _operators(b: _Builder, toks: list[Tok], idx: list[int], stmts: list[tuple[int, int, str]],
                skip: set[int], ops: set[str]) -> None:
     parens: list[str] = []  # word before each open parenthesis

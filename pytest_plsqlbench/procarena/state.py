@@ -48,7 +48,6 @@ FLOAT_DIGITS = 12
 #: Rows of a difference shown in a failure message (per side).
 SHOWN_ROWS = 3
 
-Value = "str | None"
 Row = tuple
 
 

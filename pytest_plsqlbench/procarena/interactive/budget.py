@@ -119,6 +119,3 @@ class Budget:
     def line(self) -> str:
         """What every tool result ends with."""
         return f"[budget: {self.spent:g} of {self.limit:g} units spent, {self.remaining:g} left]"
-
-    def price_list(self) -> str:
-        return ", ".join(f"{name} {cost:g}" for name, cost in self.prices.items())

@@ -42,16 +42,6 @@ def work_ratio(reference: int, candidate: int) -> float:
     return max(int(reference), 1) / max(int(candidate), 1)
 
 
-def harmonic_mean(values: Sequence[float]) -> float | None:
-    """n / sum(1/x); None for no values. Every x must be positive (a ratio of positive numbers)."""
-    values = [float(v) for v in values]
-    if not values:
-        return None
-    if any(v <= 0 for v in values):
-        raise ValueError("the harmonic mean needs positive ratios")
-    return len(values) / sum(1.0 / v for v in values)
-
-
 def speedup_bin(speedup: float, min_speedup: float = 1.1) -> str:
     m = float(min_speedup)
     if speedup < 1.0 / m:

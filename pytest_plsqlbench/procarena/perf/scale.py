@@ -51,10 +51,6 @@ class ScalePlan:
     counts: dict[str, int] = field(default_factory=dict)  # rows per table after scaling
     notes: list[str] = field(default_factory=list)
 
-    @property
-    def added(self) -> int:
-        return sum(len(r) for r in self.new_rows.values())
-
 
 def target_rows(table: Table, scale_rows: int, scale: Mapping[str, int]) -> int:
     """``scale`` keys are ``schema.table`` (or a bare table name); anything else gets ``scale_rows``."""

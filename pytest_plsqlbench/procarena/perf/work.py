@@ -217,11 +217,6 @@ def ora_work(rows: Sequence[Sequence[Any]]) -> Work:
     return Work(counts, ORA_MEASURE)
 
 
-def ora_counts(sql: Callable[[str, Sequence[Any]], list]) -> Work:
-    """``sql`` runs on the *measured* session (V$MYSTAT is that session's own statistics)."""
-    return ora_work(sql(ORA_COUNTERS, []))
-
-
 class CounterUnavailable(Exception):
     """Neither the session nor the admin may read the session statistics (the message says why
     and which GRANTs to run)."""
