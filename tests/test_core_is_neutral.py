@@ -39,9 +39,6 @@ ALLOWED: dict[tuple[str, str], int] = {
     # dialects' `Lexicon`s.
     ("generation/extract.py", "str oracle"): 2,
     ("generation/extract.py", "str postgres"): 1,
-    # Step 9 (left): the default dialect (`--plsql-dialect`, `Settings.dialect`) is the first
-    # registered one.
-    ("settings.py", "str postgres"): 2,
     # Step 9 (left): `DIALECTS` and the `Dialect` Literal go once the families' loaders assign
     # `Task.dialect` a plain str (tasks.py's comment).
     ("tasks.py", "str postgres"): 2,

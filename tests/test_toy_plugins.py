@@ -187,6 +187,7 @@ class SqliteDialect:
     name = "sqlite"
     label = "SQLite (toy)"
     kinds = ("memory",)
+    runs_without_setup = True  # an in-memory database; PostgreSQL, registered first, stays the default
     system_prompt = "You write SQLite SQL."
     lexicon = Lexicon()
     safety = SafetyRules()

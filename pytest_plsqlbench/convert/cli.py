@@ -72,7 +72,8 @@ def register(subparsers: Any) -> None:
                      "(procarena-sample, procarena-sample-interactive)")
     val.add_argument(
         "--plsql-dialect",
-        help="a registered dialect for --subset (default postgres; oracle for subsets that exist only for Oracle)",
+        help="a registered dialect for --subset (default: the default dialect, postgres out of the box; the "
+        "subset's first dialect when it does not exist in that one)",
     )
     val.add_argument("--plsql-data", type=Path, help="local PLSQLBench release for --subset (else downloaded)")
     val.add_argument("--plsql-tasks", type=Path, action="append", help="extra folder of subset manifests (repeatable)")
@@ -164,7 +165,7 @@ def run_validate(args: argparse.Namespace) -> int:
     dialects = {t.dialect for t in tasks}
     if len(dialects) > 1:
         raise UsageError(f"{args.file}: mixes dialects {sorted(dialects)}")
-    dialect = dialects.pop() if dialects else "postgres"
+    dialect = dialects.pop() if dialects else registry.active().default_dialect().name
     db, dsn = resolve_database(registry.active().dialect(dialect, "the file's dialect"), args.plsql_db, args.plsql_dsn)
     settings = Settings.of(subsets=(), dialect=dialect, db=db, dsn=dsn, timeout=args.plsql_timeout)
     report = replay_validate(tasks, settings, jobs=args.jobs)
@@ -208,7 +209,8 @@ def _validate_subset(args: argparse.Namespace) -> int:
     from ..spider.validate import validate_subset
 
     known = discover(tuple(args.plsql_tasks or ()))
-    dialect = args.plsql_dialect or run_dialect([known[args.subset]] if args.subset in known else [], "postgres")
+    default = registry.active().default_dialect().name
+    dialect = args.plsql_dialect or run_dialect([known[args.subset]] if args.subset in known else [], default)
     db, dsn = resolve_database(registry.active().dialect(dialect), args.plsql_db, args.plsql_dsn)
     settings = Settings.of(
         subsets=(args.subset,),
