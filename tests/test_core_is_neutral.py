@@ -39,10 +39,6 @@ ALLOWED: dict[tuple[str, str], int] = {
     # dialects' `Lexicon`s.
     ("generation/extract.py", "str oracle"): 2,
     ("generation/extract.py", "str postgres"): 1,
-    # Step 9 (left): `DIALECTS` and the `Dialect` Literal go once the families' loaders assign
-    # `Task.dialect` a plain str (tasks.py's comment).
-    ("tasks.py", "str postgres"): 2,
-    ("tasks.py", "str oracle"): 2,
     # Step 15 (runner.py is being rewritten): `Execution` from `protocols`.
     ("runner.py", "import pytest_plsqlbench.dialects.base"): 1,
 }

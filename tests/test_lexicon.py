@@ -53,10 +53,9 @@ def test_a_lexicon_made_here_drives_the_splitter(monkeypatch: pytest.MonkeyPatch
 def test_a_lexicon_made_here_drives_the_safety_lexer_and_check(monkeypatch: pytest.MonkeyPatch) -> None:
     words = [t.word for t in safety._lex("DELETE FROM main.t; DROP TABLE other.x", TOY, 1)]
     assert words == ["DELETE", "FROM", "MAIN", ".", "T", ";", "DROP", "TABLE", "OTHER", ".", "X"]
-    # The checker reads the task's dialect only to look its rules up (where the registry will give
-    # them); Task accepts only the two built-in names until step 9, so one stands in here.
+    # The checker reads the task's dialect only to look its rules up in the registry.
     monkeypatch.setattr(safety, "rules_for", lambda dialect: (TOY, TOY_SAFETY))
-    task = Task(id="t", subset="s", dialect="oracle", turns=(Turn(1, "p", (UnitTest("x", "assert", "x"),)),))
+    task = Task(id="t", subset="s", dialect="toy", turns=(Turn(1, "p", (UnitTest("x", "assert", "x"),)),))
     answer = "CREATE TABLE main.t (a int);\nDELETE FROM main.t;\nCREATE TABLE other.x (a int);\nDROP TABLE other.y;\n"
     assert [(f.rule, f.line) for f in safety.findings(task, answer)] == [("create-elsewhere", 3), ("drop", 4)]
 
