@@ -35,10 +35,6 @@ ALLOWED: dict[tuple[str, str], int] = {
     ("families.py", "str oracle"): 1,  # PlsqlBenchFamily.paper_dialect (the leaderboard's)
     # Step 13: a manifest without `metrics:` belongs to the family that registered its loader.
     ("manifests.py", "str plsqlbench"): 2,
-    # Step 9 (left): the fence languages and the default dialect of `extract_code` come from the
-    # dialects' `Lexicon`s.
-    ("generation/extract.py", "str oracle"): 2,
-    ("generation/extract.py", "str postgres"): 1,
     # Step 15 (runner.py is being rewritten): `Execution` from `protocols`.
     ("runner.py", "import pytest_plsqlbench.dialects.base"): 1,
 }

@@ -4,9 +4,11 @@ the splitter, the safety lexer and check, and code extraction without any dialec
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import pytest
 
-from pytest_plsqlbench import safety
+from pytest_plsqlbench import registry, safety
 from pytest_plsqlbench import scripts as sc
 from pytest_plsqlbench.generation.extract import extract_code
 from pytest_plsqlbench.lexicon import Lexicon, SafetyRules, StatementKind
@@ -65,3 +67,14 @@ def test_a_lexicon_made_here_drives_code_extraction() -> None:
     assert extract_code(reply, TOY) == "CREATE TRIGGER t AFTER INSERT ON a BEGIN\n  SELECT 1;\nEND;\n/"
     without = Lexicon(classify=classify)
     assert extract_code(reply, without).endswith("This fires on insert.")
+
+
+def test_a_registered_dialects_fence_names_are_code(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A block tagged with a fence name of a registered dialect is code, whichever dialect the
+    reply is for; unregistered, the same block is commentary."""
+    reply = "Here it is:\n\n```trig\nCREATE TRIGGER t AFTER INSERT ON a BEGIN\n  SELECT 1;\nEND;\n```\nDone."
+    assert extract_code(reply, TOY) == "Here it is:\n\nDone."
+    toy = SimpleNamespace(name="toy", lexicon=Lexicon(fence_names=frozenset({"trig"})))
+    monkeypatch.setattr(registry, "_active", [])
+    registry.use(registry.Registry([*registry.outside_pytest().dialects.values(), toy]))  # type: ignore[list-item]
+    assert extract_code(reply, TOY) == "CREATE TRIGGER t AFTER INSERT ON a BEGIN\n  SELECT 1;\nEND;"
