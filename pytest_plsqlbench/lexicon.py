@@ -64,6 +64,11 @@ class Lexicon:
     slash_terminator: bool = False
     #: The driver refuses a trailing ``;`` on plain SQL: the splitter strips it.
     strip_semicolon: bool = False
+    #: Code-fence languages of a model's reply that name this dialect's code (``plpgsql``,
+    #: ``oracle`` ...). Code extraction takes a block tagged with any registered dialect's name as
+    #: code, whatever the task's dialect (a model may tag PL/pgSQL ``oracle``), as it does ``sql``
+    #: and any tag containing ``sql``.
+    fence_names: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True)

@@ -53,8 +53,8 @@ def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
     load_plugins(pluginmanager)
 
 
-def pytest_addoption(parser: pytest.Parser) -> None:
-    add_options(parser)
+def pytest_addoption(parser: pytest.Parser, pluginmanager: pytest.PytestPluginManager) -> None:
+    add_options(parser, pluginmanager)
 
 
 def registry_of(config: pytest.Config) -> Registry:

@@ -453,6 +453,12 @@ class Dialect(Protocol):
     label: str
     #: ``--plsql-db`` values it supports; the first is the default when no DSN is given.
     kinds: tuple[str, ...]
+    #: It runs right after ``pip install``: its first kind needs no server, Docker or DSN from the
+    #: user (PostgreSQL's embedded server). The default dialect, when the user names none, is the
+    #: first registered one that does (:meth:`Registry.default_dialect
+    #: <pytest_plsqlbench.registry.Registry.default_dialect>`): a run works out of the box, and
+    #: installing a dialect that needs a server does not move it there.
+    runs_without_setup: bool
     #: The dialect's part of the generation system prompt.
     system_prompt: str
     #: How its client tool reads a script (the splitter, the safety check's lexer, extraction).

@@ -121,6 +121,16 @@ class Registry:
                 f"{option}: no dialect {name!r} is registered (registered: {', '.join(sorted(self.dialects)) or 'none'})"
             ) from None
 
+    def default_dialect(self) -> Dialect:
+        """The dialect a run takes when the user names none: the first registered one that
+        :attr:`~pytest_plsqlbench.protocols.Dialect.runs_without_setup` (the built-ins: PostgreSQL,
+        whose embedded server needs nothing but ``pip install``), else the first registered."""
+        found = next((d for d in self.dialects.values() if d.runs_without_setup), None)
+        found = found or next(iter(self.dialects.values()), None)
+        if found is None:
+            raise UsageError("no dialect is registered (reinstall the package: pip install -e .)")
+        return found
+
 
 class _PluginManager(pluggy.PluginManager):
     """pluggy's manager with pytest's rule: a ``pytest_*`` function is a hook implementation even
@@ -170,3 +180,13 @@ def rules_for(dialect: str) -> tuple[Lexicon, SafetyRules]:
     splitter and the safety check turn a task's dialect name into rules here)."""
     found = active().dialect(dialect, option="dialect")
     return found.lexicon, found.safety
+
+
+def default_dialect_of(manager: pluggy.PluginManager) -> str | None:
+    """The default dialect's name among the dialects ``manager``'s plug-ins register so far (for
+    ``--help``, at start-up: only the dialects are asked); None when there is none or a return is
+    no dialect (the run reports that, once, when it builds its :class:`Registry`)."""
+    try:
+        return Registry(_returned(manager, "pytest_plsql_dialects", Dialect, "dialect")).default_dialect().name
+    except UsageError:
+        return None

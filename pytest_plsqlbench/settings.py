@@ -15,13 +15,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+import pluggy
 import pytest
 
 from .errors import UsageError
+from .registry import Registry, active, default_dialect_of
 
 if TYPE_CHECKING:
     from .protocols import Dialect
-    from .registry import Registry
 
 DB_KINDS = ("embedded", "container", "dsn")
 SAFETY_MODES = ("off", "warn", "block")
@@ -50,9 +51,8 @@ OPTIONS: tuple[Opt, ...] = (
     Opt(
         "dialect",
         "Database dialect the tasks run in, one of the registered ones ('plsqlbench subsets' "
-        "lists them; default postgres; oracle when a chosen subset exists only for Oracle and "
-        "no dialect is named).",
-        "postgres",
+        "lists them). Default: the first registered dialect that runs without setup{default}, or "
+        "the first dialect the chosen subsets share when they do not exist in that one.",
     ),
     Opt(
         "db",
@@ -228,7 +228,10 @@ OPTIONS: tuple[Opt, ...] = (
 OPTION_BY_NAME = {o.name: o for o in OPTIONS}
 
 
-def add_options(parser: pytest.Parser) -> None:
+def add_options(parser: pytest.Parser, pluginmanager: pluggy.PluginManager) -> None:
+    """The options and their ini keys; ``--plsql-dialect``'s help names the default dialect of the
+    plug-ins registered so far (a conftest's dialect is not asked: it is registered later)."""
+    default = default_dialect_of(pluginmanager)
     group = parser.getgroup("plsqlbench", "PL/SQL benchmarks (pytest-plsqlbench)")
     group.addoption(
         "--subset",
@@ -239,7 +242,8 @@ def add_options(parser: pytest.Parser) -> None:
         "does nothing.",
     )
     for opt in OPTIONS:
-        kwargs: dict[str, Any] = {"dest": opt.dest, "help": opt.help}
+        text = opt.help.replace("{default}", f" ({default})" if default else "")
+        kwargs: dict[str, Any] = {"dest": opt.dest, "help": text}
         if opt.flag:
             kwargs.update(action="store_true", default=None)
         else:
@@ -250,7 +254,7 @@ def add_options(parser: pytest.Parser) -> None:
                 kwargs["choices"] = opt.choices
         group.addoption("--plsql-" + opt.name, **kwargs)
         kind: Literal["bool", "linelist", "string"] = "bool" if opt.flag else ("linelist" if opt.many else "string")
-        parser.addini(opt.dest, opt.help, type=kind, default=None)
+        parser.addini(opt.dest, text, type=kind, default=None)
     parser.addini(
         "plsql_model_aliases",
         "Model aliases, one 'alias = litellm/model-string' per line; extends and overrides "
@@ -390,7 +394,8 @@ class DataSettings:
 class DatabaseSettings:
     """Where tests run and what bounds an answer there."""
 
-    dialect: str = "postgres"
+    #: A registered dialect's name; by default the registry's default (:meth:`Registry.default_dialect`).
+    dialect: str = field(default_factory=lambda: active().default_dialect().name)
     #: ``--plsql-db``: embedded, container or dsn.
     kind: str = "embedded"
     dsn: str | None = None
@@ -543,7 +548,8 @@ class Settings:
         raw_subsets = config.getoption("plsql_subset", None) or ""
         subsets = tuple(dict.fromkeys(s.strip() for s in raw_subsets.split(",") if s.strip()))
         v = {o.name: _raw(config, o) for o in OPTIONS}
-        dialect = v["dialect"] if dialect is None or dialect_given(config) else dialect
+        if dialect is None or dialect_given(config):
+            dialect = registry.default_dialect().name if v["dialect"] is None else v["dialect"]
         db, dsn = resolve_database(registry.dialect(dialect), v["db"], v["dsn"])
         if v["timeout"] <= 0:
             raise UsageError("--plsql-timeout must be positive")

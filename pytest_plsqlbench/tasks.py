@@ -16,15 +16,6 @@ from typing import Any, Literal
 
 from .kinds import check_builtin
 
-#: The built-in dialects' names: the vocabulary of the converter and of the YAML loader's
-#: per-dialect values (family code, until its per-dialect adapters). The core asks the registry
-#: (:mod:`pytest_plsqlbench.registry`) which dialects exist.
-DIALECTS = ("postgres", "oracle")
-#: The type of ``Task.dialect`` (a registered dialect's name): still the built-in names, because
-#: the families' loaders mark each assignment of a plain ``str`` with ``type: ignore[arg-type]``
-#: (spider, procarena, the converter); ``str`` once their adapters take those marks away.
-Dialect = Literal["postgres", "oracle"]
-
 #: How a unit test is decided: the name of a judge (:mod:`pytest_plsqlbench.judges`). Built in:
 #: ``assert``    -- the script runs without raising (MBPP assertion blocks).
 #: ``output``    -- captured output lines equal ``expected``.
@@ -116,7 +107,7 @@ class Task:
     id: str
     subset: str
     #: A registered dialect's name (``Dialect.name``; checked where the run chooses it, not here).
-    dialect: Dialect
+    dialect: str
     turns: tuple[Turn, ...]
     entry_points: tuple[str, ...] = ()
     #: State loaded once per worker before the task runs (schemas, collection types).

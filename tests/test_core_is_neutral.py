@@ -27,17 +27,6 @@ ALLOWED: dict[tuple[str, str], int] = {
     # Not the family: the command's and the option group's names (the project's name).
     ("cli.py", "str plsqlbench"): 1,
     ("settings.py", "str plsqlbench"): 1,
-    # Step 9 (left): the fence languages and the default dialect of `extract_code` come from the
-    # dialects' `Lexicon`s.
-    ("generation/extract.py", "str oracle"): 2,
-    ("generation/extract.py", "str postgres"): 1,
-    # Step 9 (left): the default dialect (`--plsql-dialect`, `Settings.dialect`) is the first
-    # registered one.
-    ("settings.py", "str postgres"): 2,
-    # Step 9 (left): `DIALECTS` and the `Dialect` Literal go once the families' loaders assign
-    # `Task.dialect` a plain str (tasks.py's comment).
-    ("tasks.py", "str postgres"): 2,
-    ("tasks.py", "str oracle"): 2,
     # Step 15 (runner.py is being rewritten): `Execution` from `protocols`.
     ("runner.py", "import pytest_plsqlbench.dialects.base"): 1,
 }

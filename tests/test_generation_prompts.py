@@ -98,7 +98,7 @@ def test_extract_joins_split_sql_blocks_and_ignores_others() -> None:
     spec = "CREATE OR REPLACE PACKAGE p IS PROCEDURE a; END p;\n/"
     body = "CREATE OR REPLACE PACKAGE BODY p IS PROCEDURE a IS BEGIN NULL; END; END p;\n/"
     reply = f"Spec:\n```sql\n{spec}\n```\nBody:\n```sql\n{body}\n```\nTest it with:\n```python\nprint(1)\n```"
-    assert extract_code(reply) == f"{spec}\n\n{body}"
+    assert extract_code(reply, "oracle") == f"{spec}\n\n{body}"
 
 
 def test_extract_postgres_keeps_dollar_quoting() -> None:
@@ -110,8 +110,8 @@ def test_extract_postgres_keeps_dollar_quoting() -> None:
 
 def test_extract_without_code_keeps_the_text() -> None:
     assert extract_code("", "oracle") == ""
-    assert extract_code(None) == ""
-    assert extract_code("I cannot help with that.") == "I cannot help with that."
+    assert extract_code(None, "oracle") == ""
+    assert extract_code("I cannot help with that.", "oracle") == "I cannot help with that."
 
 
 # ----------------------------------------------------------------------------- aliases

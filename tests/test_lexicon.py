@@ -4,9 +4,11 @@ the splitter, the safety lexer and check, and code extraction without any dialec
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import pytest
 
-from pytest_plsqlbench import safety
+from pytest_plsqlbench import registry, safety
 from pytest_plsqlbench import scripts as sc
 from pytest_plsqlbench.generation.extract import extract_code
 from pytest_plsqlbench.lexicon import Lexicon, SafetyRules, StatementKind
@@ -53,10 +55,9 @@ def test_a_lexicon_made_here_drives_the_splitter(monkeypatch: pytest.MonkeyPatch
 def test_a_lexicon_made_here_drives_the_safety_lexer_and_check(monkeypatch: pytest.MonkeyPatch) -> None:
     words = [t.word for t in safety._lex("DELETE FROM main.t; DROP TABLE other.x", TOY, 1)]
     assert words == ["DELETE", "FROM", "MAIN", ".", "T", ";", "DROP", "TABLE", "OTHER", ".", "X"]
-    # The checker reads the task's dialect only to look its rules up (where the registry will give
-    # them); Task accepts only the two built-in names until step 9, so one stands in here.
+    # The checker reads the task's dialect only to look its rules up in the registry.
     monkeypatch.setattr(safety, "rules_for", lambda dialect: (TOY, TOY_SAFETY))
-    task = Task(id="t", subset="s", dialect="oracle", turns=(Turn(1, "p", (UnitTest("x", "assert", "x"),)),))
+    task = Task(id="t", subset="s", dialect="toy", turns=(Turn(1, "p", (UnitTest("x", "assert", "x"),)),))
     answer = "CREATE TABLE main.t (a int);\nDELETE FROM main.t;\nCREATE TABLE other.x (a int);\nDROP TABLE other.y;\n"
     assert [(f.rule, f.line) for f in safety.findings(task, answer)] == [("create-elsewhere", 3), ("drop", 4)]
 
@@ -66,3 +67,14 @@ def test_a_lexicon_made_here_drives_code_extraction() -> None:
     assert extract_code(reply, TOY) == "CREATE TRIGGER t AFTER INSERT ON a BEGIN\n  SELECT 1;\nEND;\n/"
     without = Lexicon(classify=classify)
     assert extract_code(reply, without).endswith("This fires on insert.")
+
+
+def test_a_registered_dialects_fence_names_are_code(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A block tagged with a fence name of a registered dialect is code, whichever dialect the
+    reply is for; unregistered, the same block is commentary."""
+    reply = "Here it is:\n\n```trig\nCREATE TRIGGER t AFTER INSERT ON a BEGIN\n  SELECT 1;\nEND;\n```\nDone."
+    assert extract_code(reply, TOY) == "Here it is:\n\nDone."
+    toy = SimpleNamespace(name="toy", lexicon=Lexicon(fence_names=frozenset({"trig"})))
+    monkeypatch.setattr(registry, "_active", [])
+    registry.use(registry.Registry([*registry.outside_pytest().dialects.values(), toy]))  # type: ignore[list-item]
+    assert extract_code(reply, TOY) == "CREATE TRIGGER t AFTER INSERT ON a BEGIN\n  SELECT 1;\nEND;"

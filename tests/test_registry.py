@@ -45,7 +45,7 @@ def test_a_later_registration_of_a_name_wins_and_an_unknown_name_lists_the_known
     builtin = registry.outside_pytest().dialect("postgres")
 
     class Mine:
-        name, label, kinds, system_prompt = "postgres", "Mine", ("dsn",), "mine"
+        name, label, kinds, system_prompt, runs_without_setup = "postgres", "Mine", ("dsn",), "mine", False
         lexicon, safety = builtin.lexicon, builtin.safety
         resolve_database = preflight = make_backend = builtin.make_backend
 
@@ -58,6 +58,26 @@ def test_a_later_registration_of_a_name_wins_and_an_unknown_name_lists_the_known
     assert found.dialect("postgres").label == "Mine"
     with pytest.raises(UsageError, match=r"--plsql-dialect: no dialect 'sqlite' is registered \(registered: postgres\)"):
         found.dialect("sqlite")
+
+
+def test_the_default_dialect_is_the_first_registered_that_runs_without_setup() -> None:
+    """PostgreSQL, whose embedded server needs nothing but pip install, whatever the order or
+    another such dialect registered after it; none that does: the first; none at all: one error."""
+    builtin = registry.outside_pytest().dialects
+    postgres, oracle = builtin["postgres"], builtin["oracle"]
+    assert postgres.runs_without_setup and not oracle.runs_without_setup
+    assert registry.outside_pytest().default_dialect() is postgres
+    assert registry.Registry([oracle, postgres]).default_dialect() is postgres
+    other = SimpleNamespace(name="other", runs_without_setup=True)
+    assert registry.Registry([postgres, other]).default_dialect() is postgres  # type: ignore[list-item]
+    assert registry.Registry([oracle]).default_dialect() is oracle
+    with pytest.raises(UsageError, match="no dialect is registered"):
+        registry.Registry().default_dialect()
+
+
+def test_the_help_names_the_default_dialect(pytester: pytest.Pytester) -> None:
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--help")
+    assert "runs without setup (postgres)" in " ".join(result.stdout.str().split())
 
 
 def test_an_unregistered_dialect_is_one_usage_error(pytester: pytest.Pytester) -> None:

@@ -8,7 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from pytest_plsqlbench import registry
 from pytest_plsqlbench import settings as settings_mod
+from pytest_plsqlbench.manifests import discover, run_dialect
 from pytest_plsqlbench.settings import (
     FIELDS,
     OPTIONS,
@@ -70,7 +72,8 @@ def test_from_config_groups_the_command_line(pytester: pytest.Pytester) -> None:
             s = Settings.from_config(config, Registry.from_plugins(config.pluginmanager))
             print("SETTINGS", json.dumps({
                 "subsets": s.tasks.subsets, "ids": s.tasks.ids, "shard": s.tasks.shard,
-                "timeout": s.database.timeout, "kind": s.database.kind, "safety": s.database.safety,
+                "dialect": s.database.dialect, "timeout": s.database.timeout, "kind": s.database.kind,
+                "safety": s.database.safety,
                 "model": s.model.name, "samples": s.model.samples, "cache_only": s.answers.cache_only,
                 "missing": s.answers.missing, "sources": {k: str(v) for k, v in s.data.sources.items()},
             }))
@@ -88,11 +91,22 @@ def test_from_config_groups_the_command_line(pytester: pytest.Pytester) -> None:
     got = json.loads(line.removeprefix("SETTINGS "))
     assert got == {
         "subsets": ["smoke", "mbpp"], "ids": ["A", "B", "C"], "shard": [2, 3],
+        "dialect": "postgres",  # the registry's default: no dialect named
         "timeout": 4.0,  # the command line wins over the ini file
         "kind": "embedded", "safety": "warn",  # the ini file where the command line is silent
         "model": "reference", "samples": 3, "cache_only": True, "missing": "exclude",
         "sources": {"x": "/tmp/x.jsonl"},
     }
+
+
+def test_the_default_dialect_is_the_registrys_and_each_bundled_subset_keeps_its_dialect() -> None:
+    """PostgreSQL, the registered dialect that runs without setup, not a literal of settings.py; a
+    bundled subset that lacks it (Spider2: Oracle only) runs in its own first dialect, as before."""
+    default = registry.active().default_dialect().name
+    assert Settings.of().database.dialect == DatabaseSettings().dialect == default == "postgres"
+    for name, manifest in discover().items():
+        want = "postgres" if "postgres" in manifest.dialects else manifest.dialects[0]
+        assert run_dialect([manifest], default) == want, name
 
 
 def test_environment_readers_take_an_explicit_mapping() -> None:

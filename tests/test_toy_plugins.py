@@ -22,8 +22,9 @@ from xml.etree import ElementTree
 
 import pytest
 
-from pytest_plsqlbench import families
+from pytest_plsqlbench import families, registry
 from pytest_plsqlbench.errors import UsageError
+from pytest_plsqlbench.generation.extract import _code_langs
 from pytest_plsqlbench.loaders.yaml_tasks import load_task_file
 from pytest_plsqlbench.results.reading import read_document
 from pytest_plsqlbench.settings import resolve_database
@@ -187,8 +188,9 @@ class SqliteDialect:
     name = "sqlite"
     label = "SQLite (toy)"
     kinds = ("memory",)
+    runs_without_setup = True  # an in-memory database; PostgreSQL, registered first, stays the default
     system_prompt = "You write SQLite SQL."
-    lexicon = Lexicon()
+    lexicon = Lexicon(fence_names=frozenset({"sqlite", "sqlite3"}))  # (a tag containing "sql" is code anyway)
     safety = SafetyRules()
 
     def resolve_database(self, kind, dsn):
@@ -528,3 +530,12 @@ def test_the_database_kinds_are_the_dialects_own() -> None:
     assert resolve_database(dialect, "memory", None) == ("memory", None)
     with pytest.raises(UsageError, match=r"--plsql-db=embedded: sqlite has no such database \(it has: memory\)"):
         resolve_database(dialect, "embedded", None)
+
+
+def test_the_toy_is_not_the_default_and_its_fence_names_are_code() -> None:
+    """The toy runs without setup too, yet the default stays the first registered dialect that does
+    (the built-in PostgreSQL): registering a dialect does not move runs there. Its fence names join
+    the tags code extraction takes as code."""
+    found = registry.Registry([*registry.outside_pytest().dialects.values(), _conftest()["SqliteDialect"]()])
+    assert found.default_dialect().name == "postgres"
+    assert {"sqlite", "sqlite3", "plpgsql", "oracle", "sql"} <= _code_langs(found)

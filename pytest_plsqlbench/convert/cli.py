@@ -19,8 +19,9 @@ from .. import registry
 from ..errors import DataError, UsageError
 from ..manifests import discover, run_dialect
 from ..settings import DB_KINDS, Settings, resolve_database
-from ..tasks import DIALECTS, Task, task_from_dict, task_to_dict
+from ..tasks import Task, task_from_dict, task_to_dict
 from .emitter import ASSERTION_MODES
+from .pipeline import EMITTERS
 from .sources import SOURCES
 
 #: Subset name written into converted tasks, per source (matches tasks/*.yaml).
@@ -36,7 +37,7 @@ def register(subparsers: Any) -> None:
     )
     conv.add_argument("--from", dest="source", required=True, choices=SOURCES, help="input format")
     conv.add_argument("input", type=Path, help="input file (PLSQLBench: the release root or the jsonl)")
-    conv.add_argument("--dialect", required=True, choices=DIALECTS)
+    conv.add_argument("--dialect", required=True, choices=tuple(EMITTERS), help="the dialect to write (one the converter has an emitter for)")
     conv.add_argument(
         "--assertions",
         default="null-safe",
@@ -72,7 +73,8 @@ def register(subparsers: Any) -> None:
                      "(procarena-sample, procarena-sample-interactive)")
     val.add_argument(
         "--plsql-dialect",
-        help="a registered dialect for --subset (default postgres; oracle for subsets that exist only for Oracle)",
+        help="a registered dialect for --subset (default: the default dialect, postgres out of the box; the "
+        "subset's first dialect when it does not exist in that one)",
     )
     val.add_argument("--plsql-data", type=Path, help="local PLSQLBench release for --subset (else downloaded)")
     val.add_argument("--plsql-tasks", type=Path, action="append", help="extra folder of subset manifests (repeatable)")
@@ -164,7 +166,7 @@ def run_validate(args: argparse.Namespace) -> int:
     dialects = {t.dialect for t in tasks}
     if len(dialects) > 1:
         raise UsageError(f"{args.file}: mixes dialects {sorted(dialects)}")
-    dialect = dialects.pop() if dialects else "postgres"
+    dialect = dialects.pop() if dialects else registry.active().default_dialect().name
     db, dsn = resolve_database(registry.active().dialect(dialect, "the file's dialect"), args.plsql_db, args.plsql_dsn)
     settings = Settings.of(subsets=(), dialect=dialect, db=db, dsn=dsn, timeout=args.plsql_timeout)
     report = replay_validate(tasks, settings, jobs=args.jobs)
@@ -208,7 +210,8 @@ def _validate_subset(args: argparse.Namespace) -> int:
     from ..spider.validate import validate_subset
 
     known = discover(tuple(args.plsql_tasks or ()))
-    dialect = args.plsql_dialect or run_dialect([known[args.subset]] if args.subset in known else [], "postgres")
+    default = registry.active().default_dialect().name
+    dialect = args.plsql_dialect or run_dialect([known[args.subset]] if args.subset in known else [], default)
     db, dsn = resolve_database(registry.active().dialect(dialect), args.plsql_db, args.plsql_dsn)
     settings = Settings.of(
         subsets=(args.subset,),

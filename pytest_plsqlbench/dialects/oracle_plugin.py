@@ -36,6 +36,7 @@ class OracleDialect:
     name: str = "oracle"
     label: str = "Oracle (PL/SQL)"
     kinds: tuple[str, ...] = ("container", "dsn")
+    runs_without_setup: bool = False  # it needs Docker (a container) or a DSN
     system_prompt: str = SYSTEM_PROMPT
     lexicon: Lexicon = ORACLE_LEXICON
     safety: SafetyRules = ORACLE_SAFETY

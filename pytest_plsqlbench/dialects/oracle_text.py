@@ -50,5 +50,11 @@ def classify_sqlplus(words: list[str]) -> tuple[StatementKind, str | None]:
 
 
 #: python-oracledb refuses a trailing ``;`` on SQL; no psql meta-commands; a schema is a user.
-ORACLE_LEXICON = Lexicon(q_quotes=True, classify=classify_sqlplus, slash_terminator=True, strip_semicolon=True)
+ORACLE_LEXICON = Lexicon(
+    q_quotes=True,
+    classify=classify_sqlplus,
+    slash_terminator=True,
+    strip_semicolon=True,
+    fence_names=frozenset({"plsql", "pl-sql", "pl/sql", "pls", "oracle", "oraclesql", "sqlplus"}),
+)
 ORACLE_SAFETY = SafetyRules()

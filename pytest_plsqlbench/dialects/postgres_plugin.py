@@ -36,6 +36,7 @@ class PostgresDialect:
     name: str = "postgres"
     label: str = "PostgreSQL (PL/pgSQL)"
     kinds: tuple[str, ...] = ("embedded", "container", "dsn")
+    runs_without_setup: bool = True  # the embedded server needs only pip install: the default dialect
     system_prompt: str = SYSTEM_PROMPT
     lexicon: Lexicon = POSTGRES_LEXICON
     safety: SafetyRules = POSTGRES_SAFETY

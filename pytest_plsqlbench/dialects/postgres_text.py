@@ -24,6 +24,7 @@ POSTGRES_LEXICON = Lexicon(
     slices=_statement_slices,
     dollar_quotes=True,
     backslash_commands=True,
+    fence_names=frozenset({"pgsql", "plpgsql", "pl/pgsql", "pl-pgsql", "postgres", "postgresql", "psql"}),
 )
 #: Answers create their objects in the candidate's schema ``answers`` (first on the search path;
 #: ``pg_temp`` for temporary ones); ``public.f`` names the entry point ``f`` too.

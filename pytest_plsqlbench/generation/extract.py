@@ -7,26 +7,27 @@ keeps everything else. The raw reply is always stored beside the code, so a pers
 what extraction did; a reply with no code at all yields whatever text remains -- it fails its
 tests as a model failure.
 
-Which fenced blocks are code: SQL-tagged ones (``sql``, ``plsql``, ``pl/sql``, ``pl/pgsql``,
-``plpgsql`` ..., any tag containing ``sql``) and untagged ones whose first line starts like a
-statement; an untagged ``Example output`` block or a ``python`` block is not. When the reply
+Which fenced blocks are code: SQL-tagged ones (``sql``, ``ddl``, any tag containing ``sql``, and
+the fence names of every registered dialect's :class:`~pytest_plsqlbench.lexicon.Lexicon`:
+``plpgsql``, ``oracle`` ...) and untagged ones whose first line starts like a statement; an
+untagged ``Example output`` block or a ``python`` block is not. When the reply
 starts with bare code before its first fence, that code is the answer and later fences (a usage
 example, sample output) are commentary.
 """
 
 from __future__ import annotations
 
+import functools
 import re
 
 from ..lexicon import Lexicon
+from ..registry import Registry, active
 from ..scripts import lexicon_of
 
-#: Fence languages that hold SQL (besides any tag containing ``sql``, e.g. ``pl/sql``, ``pl/pgsql``).
+#: Fence languages that hold SQL in any dialect (besides any tag containing ``sql`` and the
+#: registered dialects' :attr:`Lexicon.fence_names <pytest_plsqlbench.lexicon.Lexicon.fence_names>`).
 #: An untagged fence counts as SQL when its first line starts like a statement (:func:`_is_code_block`).
-SQL_LANGS = frozenset(
-    {"sql", "plsql", "pl-sql", "pl/sql", "pls", "oracle", "oraclesql", "sqlplus", "pgsql", "plpgsql",
-     "pl/pgsql", "pl-pgsql", "postgres", "postgresql", "psql", "sqlpl", "ddl"}
-)
+SQL_LANGS = frozenset({"sql", "sqlpl", "ddl"})
 
 _FENCE_OPEN = re.compile(r"^[ \t]*(?P<fence>`{3,}|~{3,})[ \t]*(?P<lang>[^\s`]*)[^\n]*$")
 _REASONING = re.compile(r"<(think|thinking|reasoning)>.*?(</\1>|\Z)", re.DOTALL | re.IGNORECASE)
@@ -76,12 +77,19 @@ def _fenced_blocks(text: str) -> list[tuple[str, str, int, int]]:
     return blocks
 
 
-def _is_code_block(lang: str, body: str) -> bool:
-    """A SQL-tagged block, or an untagged one whose first non-blank line starts like a statement."""
+@functools.lru_cache(maxsize=8)
+def _code_langs(registry: Registry) -> frozenset[str]:
+    """:data:`SQL_LANGS` and the fence names of ``registry``'s dialects (once per registry: a
+    model's every reply asks)."""
+    return SQL_LANGS.union(*(d.lexicon.fence_names for d in registry.dialects.values()))
+
+
+def _is_code_block(lang: str, body: str, langs: frozenset[str]) -> bool:
+    """A SQL-tagged block (``langs``), or an untagged one whose first non-blank line starts like a statement."""
     if not body.strip():
         return False
     if lang:
-        return lang in SQL_LANGS or "sql" in lang
+        return lang in langs or "sql" in lang
     first = next(line for line in body.split("\n") if line.strip())
     return bool(_CODE_START.match(first))
 
@@ -120,7 +128,7 @@ def _strip_prose(text: str, lexicon: Lexicon) -> str:
     return "\n".join(lines).strip("\n").rstrip()
 
 
-def extract_code(reply: str | None, dialect: str | Lexicon = "oracle") -> str:
+def extract_code(reply: str | None, dialect: str | Lexicon) -> str:
     """The code in ``reply`` (possibly empty), for ``dialect`` (a name: its :class:`Lexicon` is looked up)."""
     if not reply:
         return ""
@@ -135,7 +143,8 @@ def extract_code(reply: str | None, dialect: str | Lexicon = "oracle") -> str:
     if _has_code(lead, lexicon):
         # Bare code first; the fences after it are a usage example or sample output.
         return _strip_prose(lead, lexicon)
-    code = [body for lang, body, _, _ in blocks if _is_code_block(lang, body)]
+    langs = _code_langs(active())
+    code = [body for lang, body, _, _ in blocks if _is_code_block(lang, body, langs)]
     if code:
         return "\n\n".join(body.strip("\n").rstrip() for body in code)
     # No code block: the other blocks (python, sample output) are ignored, never taken for code.

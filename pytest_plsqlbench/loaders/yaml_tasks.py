@@ -38,10 +38,11 @@ import yaml
 
 from ..errors import UsageError
 from ..manifests import Manifest, yaml_error
+from ..registry import active
 from ..resources import fixtures_dir
 from ..scripts import split
 from ..settings import Settings
-from ..tasks import DIALECTS, Fixture, Task, Turn, UnitTest
+from ..tasks import Fixture, Task, Turn, UnitTest
 
 #: libyaml's safe loader when available (much faster on big task folders).
 _LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
@@ -54,11 +55,13 @@ class _Bad(UsageError):
     pass
 
 
-def _per_dialect(value: Any, dialect: str, where: str, dialects: tuple[str, ...] = DIALECTS) -> Any:
+def _per_dialect(value: Any, dialect: str, where: str, dialects: tuple[str, ...] | None = None) -> Any:
     """``value`` itself, or ``value[dialect]`` when it is a per-dialect mapping (keyed by the
-    built-in dialects or the manifest's), which must have a version for each of ``dialects`` (the
-    manifest's: a postgres-only subset needs no oracle one)."""
-    known = tuple(dict.fromkeys((*DIALECTS, *dialects, dialect)))
+    registered dialects or the manifest's), which must have a version for each of ``dialects`` (the
+    manifest's: a postgres-only subset needs no oracle one; None: the registered dialects)."""
+    registered = tuple(active().dialects)
+    dialects = registered if dialects is None else dialects
+    known = tuple(dict.fromkeys((*registered, *dialects, dialect)))
     if isinstance(value, dict) and set(value) <= set(known):
         missing = [d for d in known if d not in value and (d in dialects or d == dialect)]
         if missing:
@@ -87,7 +90,7 @@ def _names(raw: Any, where: str) -> tuple[str, ...]:
     return tuple(raw)
 
 
-def _tests(raw: Any, dialect: str, where: str, dialects: tuple[str, ...] = DIALECTS) -> tuple[UnitTest, ...]:
+def _tests(raw: Any, dialect: str, where: str, dialects: tuple[str, ...] | None = None) -> tuple[UnitTest, ...]:
     if not isinstance(raw, list) or not raw:
         raise _Bad(f"{where}: 'tests' must be a non-empty list")
     out = []
@@ -120,7 +123,7 @@ def _tests(raw: Any, dialect: str, where: str, dialects: tuple[str, ...] = DIALE
     return tuple(out)
 
 
-def _turn(raw: Mapping[str, Any], index: int, dialect: str, where: str, dialects: tuple[str, ...] = DIALECTS) -> Turn:
+def _turn(raw: Mapping[str, Any], index: int, dialect: str, where: str, dialects: tuple[str, ...] | None = None) -> Turn:
     prompt = raw.get(f"prompt_{dialect}", raw.get("prompt"))
     prompt = _per_dialect(prompt, dialect, f"{where} prompt", dialects)
     if not isinstance(prompt, str) or not prompt.strip():
@@ -133,9 +136,10 @@ def _turn(raw: Mapping[str, Any], index: int, dialect: str, where: str, dialects
 
 
 def load_task_file(
-    path: Path, subset: str, dialect: str, fixture_dirs: tuple[Path, ...], dialects: tuple[str, ...] = DIALECTS
+    path: Path, subset: str, dialect: str, fixture_dirs: tuple[Path, ...], dialects: tuple[str, ...] | None = None
 ) -> Task:
-    """One task file; per-dialect values need a version for each of ``dialects`` (the manifest's)."""
+    """One task file; per-dialect values need a version for each of ``dialects`` (the manifest's; None:
+    the registered dialects)."""
     where = str(path)
     try:
         raw = yaml.load(path.read_text(encoding="utf-8"), Loader=_LOADER)
@@ -164,7 +168,7 @@ def load_task_file(
         return Task(
             id=task_id.strip(),
             subset=subset,
-            dialect=dialect,  # type: ignore[arg-type]
+            dialect=dialect,
             turns=turns,
             entry_points=_names(_per_dialect(raw.get("entry_points"), dialect, f"{where} entry_points", dialects),
                                 f"{where} entry_points"),

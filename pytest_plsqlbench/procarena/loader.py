@@ -97,7 +97,7 @@ def build_task(spec: ProcSpec, subset: str, db_fixture: Fixture) -> Task:
     return Task(
         id=spec.id,
         subset=subset,
-        dialect=spec.dialect,  # type: ignore[arg-type]
+        dialect=spec.dialect,
         turns=(Turn(1, prompt, tests, reference=spec.gold, source_id=spec.id),),
         entry_points=(spec.procedure,),
         fixtures=tuple(fixtures),

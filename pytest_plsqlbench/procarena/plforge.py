@@ -245,7 +245,7 @@ def load(manifest: Manifest, settings: Settings, left_out: list[str] | None = No
         tests = tuple(UnitTest(id=f"call-{k}", kind=KIND, script=c, options={"call": k})
                       for k, c in enumerate(calls, 1))
         tasks.append(Task(
-            id=task_id, subset=manifest.name, dialect=settings.database.dialect,  # type: ignore[arg-type]
+            id=task_id, subset=manifest.name, dialect=settings.database.dialect,
             turns=(Turn(1, prompt, tests, reference=gold, source_id=task_id),),
             entry_points=(procedure,), fixtures=fixtures, markers=("procarena", "plforge"), metadata=meta,
         ))

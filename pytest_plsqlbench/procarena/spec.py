@@ -18,9 +18,8 @@ import yaml
 
 from ..errors import UsageError
 from ..manifests import yaml_error
-from ..tasks import DIALECTS
 from . import SCENARIOS
-from .dialects import adapter_for
+from .dialects import ADAPTERS, adapter_for
 
 _LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 _ID = re.compile(r"^(postgres|oracle)_([ab][1-5])_(\d{3,})$")
@@ -258,8 +257,8 @@ def parse(raw: Any, path: Path) -> ProcSpec:
     if not m:
         raise SpecError(f"{where}: field 'id' must read <dialect>_<scenario>_<nnn> (e.g. postgres_a1_000), not {task_id!r}")
     dialect = _text(raw, "dialect", where).strip()
-    if dialect not in DIALECTS:
-        raise SpecError(f"{where}: field 'dialect' must be one of {list(DIALECTS)}, not {dialect!r}")
+    if dialect not in ADAPTERS:
+        raise SpecError(f"{where}: field 'dialect' must be one of {list(ADAPTERS)}, not {dialect!r}")
     scenario = _text(raw, "scenario", where).strip().lower()
     if scenario not in SCENARIOS:
         raise SpecError(f"{where}: field 'scenario' must be one of {list(SCENARIOS)}, not {scenario!r}")

@@ -271,7 +271,7 @@ def _spider(manifest: Manifest, settings: Settings, root: Path, schema: _Schema)
             Task(
                 id=iid,
                 subset=manifest.name,
-                dialect=settings.database.dialect,  # type: ignore[arg-type]
+                dialect=settings.database.dialect,
                 turns=(Turn(1, prompt.rstrip() + "\n", (test,), reference, source_id=iid),),
                 fixtures=fixtures,
                 schema_ddl=ddl,
@@ -315,7 +315,7 @@ def _spider2_st(manifest: Manifest, settings: Settings, root: Path, schema: _Sch
             Task(
                 id=iid,
                 subset=manifest.name,
-                dialect=settings.database.dialect,  # type: ignore[arg-type]
+                dialect=settings.database.dialect,
                 turns=(Turn(1, question.rstrip() + "\n", _tests(row, rec.where), reference, source_id=iid),),
                 entry_points=_entry_points(reference),
                 fixtures=fixtures,
@@ -405,7 +405,7 @@ def _spider2_mt(
             Task(
                 id=cid,
                 subset=manifest.name,
-                dialect=settings.database.dialect,  # type: ignore[arg-type]
+                dialect=settings.database.dialect,
                 turns=tuple(turns),
                 entry_points=entry_points,
                 fixtures=fixtures,
