@@ -28,8 +28,9 @@ if TYPE_CHECKING:
 
     from .families import Column, SubsetInput
     from .judges import JudgeContext
-    from .metrics import TaskResult
+    from .metrics import TaskScores
     from .outcomes import TestOutcome
+    from .results.record import TaskResult
     from .settings import DatabaseSettings, Settings
     from .tasks import Turn, UnitTest
 
@@ -512,7 +513,7 @@ class Family(Protocol):
     #: Figure keys computed from more than one results file: kept as stated by a reader.
     external_figures: ClassVar[frozenset[str]]
 
-    def task_figures(self, result: TaskResult, entry: Mapping[str, Any]) -> dict[str, Any]: ...
+    def task_figures(self, scores: TaskScores, task: TaskResult) -> dict[str, Any]: ...
 
     def subset_figures(self, data: SubsetInput) -> dict[str, Any]: ...
 

@@ -17,8 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .. import families
-from ..metrics import HEADLINE, NOT_JUDGED, failed_tests, score_samples, unit_failures
-from ..metrics import TaskResult as TaskScores  # a task's scores; record.TaskResult is its saved result
+from ..metrics import HEADLINE, NOT_JUDGED, TaskScores, failed_tests, score_samples, unit_failures
 from ..outcomes import FAILURE_CLASSES
 from ..reporting.leaderboard import split_overall
 from ..reporting.stats import BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED, CONFIDENCE
@@ -53,7 +52,7 @@ def score(results: ResultsFile) -> dict[str, Any]:
     order = list(dict.fromkeys([*header.get("subsets", []), *(t.subset for t in ordered)]))
     family_of = {s: families.get((subset_info.get(s) or {}).get("metric_family")) for s in order}
     scores: dict[str, list[TaskScores]] = {s: [] for s in order}
-    scored: dict[str, list[dict[str, Any]]] = {s: [] for s in order}
+    scored: dict[str, list[TaskResult]] = {s: [] for s in order}
     test_counts: dict[str, Counter[str]] = {s: Counter() for s in order}
     unit_counts: dict[str, Counter[str]] = {s: Counter() for s in order}
     units: Counter[str] = Counter()
@@ -62,8 +61,6 @@ def score(results: ResultsFile) -> dict[str, Any]:
     for result in ordered:
         subset = result.subset
         by_item = sorted(result.tests, key=lambda r: (int(r.sample or 0), int(r.turn), r.test_id))
-        entry = dataclasses.replace(result, tests=tuple(by_item)).to_json()
-        tests = entry["tests"]
         task_scores = score_samples(subset, result.task_id, result.n_turns, by_item)
         ran, expected = tests_run(result.n_tests, by_item, int(header.get("samples") or 1))
         task_scores.incomplete = expected is not None and ran < expected
@@ -71,20 +68,16 @@ def score(results: ResultsFile) -> dict[str, Any]:
         test_counts[subset].update(failed_tests(by_item))
         unit_counts[subset].update(unit_failures(by_item))
         units[subset] += _judged_units(by_item)
-        answers = unique_answers(entry["answers"])
+        answers = unique_answers(result.answers)
         usage[subset].extend(answers)
-        figures = family_of[subset].task_figures(task_scores, entry)
+        task = dataclasses.replace(result, answers=answers, tests=tuple(by_item), figures={})
+        figures = family_of[subset].task_figures(task_scores, task)
         samples = figures.pop("samples", None)
-        task = {
-            **entry,
-            "answers": [dict(a) for a in answers],
-            **figures,
-            "incomplete": task_scores.incomplete,
-            "tests_run": ran,
-            **({"samples": samples} if samples is not None else {}),
-            "tests": tests,
-        }
-        out_tasks.append(task)
+        figures.update(incomplete=task_scores.incomplete, tests_run=ran)
+        if samples is not None:
+            figures["samples"] = samples
+        task = dataclasses.replace(task, figures=figures)
+        out_tasks.append(task.to_json())
         scored[subset].append(task)
     subsets = {}
     for name in order:

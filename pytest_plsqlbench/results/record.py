@@ -165,10 +165,12 @@ class TestOutcome:
 
 @dataclass(frozen=True)
 class TaskResult:
-    """One task's result (all samples): identity, facts, answers, and its tests' outcomes.
+    """One task's result (all samples): identity, facts, answers, its tests' outcomes and, once
+    scored (:func:`.document.score`), its figures.
 
-    :meth:`to_json` is the task entry of the results file before its figures are added; an entry
-    read back loses its figures (:meth:`from_json`), which are derived again, never trusted."""
+    :meth:`to_json` is the task entry of the results file; an entry read back loses its figures
+    (:meth:`from_json`), which are derived again, never trusted; :meth:`scored` reads an entry of
+    a document just scored (the collector's, or :func:`.reading.read_document`'s) with them."""
 
     subset: str
     task_id: str
@@ -182,6 +184,9 @@ class TaskResult:
     #: One answer record per (sample, turn), sorted (``document.unique_answers``).
     answers: list[Mapping[str, Any]] = field(default_factory=list)
     tests: tuple[TestOutcome, ...] = ()
+    #: The task's figures in the scored document: its family's :meth:`task_figures`, then
+    #: ``incomplete`` and ``tests_run``, ``samples`` last when the family gives them; empty until scored.
+    figures: Mapping[str, Any] = field(default_factory=dict)
 
     @classmethod
     def of(cls, outcomes: Iterable[TestOutcome], facts: TaskFacts | None, answers: list[Mapping[str, Any]]) -> TaskResult:
@@ -204,8 +209,8 @@ class TaskResult:
         )
 
     def to_json(self) -> dict[str, Any]:
-        """The task entry, figures not included (the document adds them)."""
-        return {
+        """The task entry: identity, facts, answers, tests, then its figures (if scored)."""
+        out: dict[str, Any] = {
             "subset": self.subset,
             "task_id": self.task_id,
             "node": self.node,
@@ -218,6 +223,8 @@ class TaskResult:
             "answers": [dict(a) for a in self.answers],
             "tests": [t.to_json() for t in self.tests],
         }
+        out.update(self.figures)
+        return out
 
     @classmethod
     def from_json(cls, entry: Mapping[str, Any]) -> TaskResult:
@@ -228,6 +235,11 @@ class TaskResult:
             **{k: entry[k] for k in _ENTRY_FACTS if entry.get(k) is not None},
         )
         return replace(task, tests=tuple(TestOutcome.from_json(t, task) for t in entry.get("tests", [])))
+
+    @classmethod
+    def scored(cls, entry: Mapping[str, Any]) -> TaskResult:
+        """A task entry of a scored document, its figures kept: what the reports read."""
+        return replace(cls.from_json(entry), figures={k: v for k, v in entry.items() if k not in _ENTRY_KEYS})
 
 
 @dataclass(frozen=True)
@@ -254,3 +266,5 @@ _WIRE_NAMES = frozenset(_WIRE_FIELDS)
 _FACT_FIELDS = tuple(f.name for f in fields(TaskFacts))
 #: Task entry keys besides identity and tests that a TaskResult keeps (absent or null: the default).
 _ENTRY_FACTS = ("node", "n_turns", "n_tests", "entry_points", "metadata", "markers", "prompts", "answers")
+#: Keys of a task entry that are not figures.
+_ENTRY_KEYS = frozenset({"subset", "task_id", *_ENTRY_FACTS, "tests"})
