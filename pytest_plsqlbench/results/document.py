@@ -21,7 +21,7 @@ from ..metrics import HEADLINE, NOT_JUDGED, TaskScores, failed_tests, score_samp
 from ..outcomes import FAILURE_CLASSES
 from ..reporting.leaderboard import split_overall
 from ..reporting.stats import BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED, CONFIDENCE
-from .record import ResultsFile, TaskResult, TestOutcome
+from .record import ResultsFile, ScoredDocument, TaskResult, TestOutcome
 from .version import RESULTS_FORMAT, RESULTS_VERSION
 
 if TYPE_CHECKING:
@@ -33,14 +33,14 @@ def build_document(
     header: Mapping[str, Any],
     tasks: Iterable[Mapping[str, Any]],
     subset_info: Mapping[str, Mapping[str, Any]] | None = None,
-) -> dict[str, Any]:
+) -> ScoredDocument:
     """The document of raw task entries (as a results file holds them): :func:`score` of them read
     as :class:`~.record.TaskResult`\\ s (their stated figures left behind)."""
     info = {name: dict(m) for name, m in (subset_info or {}).items()}
     return score(ResultsFile(dict(header), info, tuple(TaskResult.from_json(t) for t in tasks)))
 
 
-def score(results: ResultsFile) -> dict[str, Any]:
+def score(results: ResultsFile) -> ScoredDocument:
     """The complete document of a run's saved results; every figure anywhere is derived here.
 
     Tasks are scored from their tests and sorted by (subset, task id), so the result does not
@@ -58,6 +58,7 @@ def score(results: ResultsFile) -> dict[str, Any]:
     units: Counter[str] = Counter()
     usage: dict[str, list[Mapping[str, Any]]] = {s: [] for s in order}
     out_tasks = []
+    results_out = []
     for result in ordered:
         subset = result.subset
         by_item = sorted(result.tests, key=lambda r: (int(r.sample or 0), int(r.turn), r.test_id))
@@ -78,6 +79,7 @@ def score(results: ResultsFile) -> dict[str, Any]:
             figures["samples"] = samples
         task = dataclasses.replace(task, figures=figures)
         out_tasks.append(task.to_json())
+        results_out.append(task)
         scored[subset].append(task)
     subsets = {}
     for name in order:
@@ -104,7 +106,7 @@ def score(results: ResultsFile) -> dict[str, Any]:
     for name in subsets:
         totals_tests.update(test_counts[name])
         totals_units.update(unit_counts[name])
-    return {
+    document = {
         "format": RESULTS_FORMAT,
         "version": RESULTS_VERSION,
         "header": dict(header),
@@ -123,6 +125,7 @@ def score(results: ResultsFile) -> dict[str, Any]:
         "usage": usage_totals([a for name in subsets for a in usage[name]]),
         "tasks": out_tasks,
     }
+    return ScoredDocument(document, tuple(results_out))
 
 
 def tests_run(n_tests: int | None, tests: Iterable[TestOutcome], samples: int) -> tuple[int, int | None]:

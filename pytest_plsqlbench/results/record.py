@@ -261,6 +261,26 @@ class ResultsFile:
         return cls(dict(doc["header"]), info, tuple(TaskResult.from_json(t) for t in doc["tasks"]))
 
 
+class ScoredDocument(dict[str, Any]):
+    """A scored results document (:func:`.document.score`): the JSON values written to the file,
+    holding its tasks also as the :class:`TaskResult`\\ s (figures included) they were made from,
+    so the reports of a run read the records without parsing its entries again."""
+
+    results: tuple[TaskResult, ...]
+
+    def __init__(self, document: Mapping[str, Any], results: tuple[TaskResult, ...]) -> None:
+        super().__init__(document)
+        self.results = results
+
+
+def task_results(document: Mapping[str, Any]) -> tuple[TaskResult, ...]:
+    """The scored task results of a document: the scorer's own, else (a document built by hand or
+    copied) its task entries read back with their figures."""
+    if isinstance(document, ScoredDocument):
+        return document.results
+    return tuple(TaskResult.scored(t) for t in document.get("tasks") or ())
+
+
 _WIRE_FIELDS = tuple(f.name for f in fields(TestOutcome))
 _WIRE_NAMES = frozenset(_WIRE_FIELDS)
 _FACT_FIELDS = tuple(f.name for f in fields(TaskFacts))
