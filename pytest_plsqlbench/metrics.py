@@ -397,15 +397,3 @@ def subset_metrics(
     m.failure_units = {c: int((failure_units or {}).get(c, 0)) for c in FAILURE_CLASSES}
     return m
 
-
-def aggregate(
-    results: Iterable[TaskScores], failure_counts: Mapping[str, Counter[str]] | None = None
-) -> dict[str, SubsetMetrics]:
-    """Per-subset metrics (no unit counts), in the order subsets first appear."""
-    by_subset: dict[str, list[TaskScores]] = {}
-    for result in results:
-        by_subset.setdefault(result.subset, []).append(result)
-    return {
-        subset: subset_metrics(subset, items, (failure_counts or {}).get(subset))
-        for subset, items in by_subset.items()
-    }

@@ -6,7 +6,9 @@ xdist wire as :meth:`TestOutcome.to_wire` and is rebuilt by :meth:`TestOutcome.f
 controller groups a task's outcomes into a :class:`TaskResult`, whose :meth:`TaskResult.to_json` is
 the task entry of the results file and :meth:`TaskResult.from_json` reads it back. Field names are
 the JSON keys; these methods are the only converters, so the file's shape is written down here once.
-Figures are not part of a record: :func:`pytest_plsqlbench.results.document.score` derives them.
+Figures are never read from a file: :func:`pytest_plsqlbench.results.document.score` derives them
+and returns the scored task results (:attr:`TaskResult.figures`) with the document
+(:class:`ScoredDocument`), which the summary and every report read (:func:`task_results`).
 """
 
 from __future__ import annotations
