@@ -15,9 +15,10 @@ report and ``plsqlbench merge`` ask the family for:
   subset figures see one subset only; ProcArena's retention needs a Direct and an Interactive one);
 * :meth:`MetricFamily.html_sections` -- extra sections of the HTML report (episode timelines ...).
 
-The core scores every task the same way first (:class:`~pytest_plsqlbench.metrics.TaskResult`:
+The core scores every task the same way first (:class:`~pytest_plsqlbench.metrics.TaskScores`:
 tests judged, excluded and skipped, samples, pass@k's n and c); a family builds on it and on the
-task entries (their tests carry each item's ``score`` and typed ``extra``).
+task results (:class:`~pytest_plsqlbench.results.record.TaskResult`: their tests carry each item's
+``score`` and typed ``extra``).
 
 Families come from the ``pytest_plsql_families`` hook (see :mod:`pytest_plsqlbench.registry`);
 outside pytest (``plsqlbench report`` / ``merge``) from the same plug-ins, found through the
@@ -38,7 +39,8 @@ from .protocols import Family
 
 if TYPE_CHECKING:
     from .manifests import Manifest
-    from .metrics import TaskResult
+    from .metrics import TaskScores
+    from .results.record import TaskResult
 
 log = logging.getLogger(__name__)
 
@@ -86,9 +88,9 @@ class SubsetInput:
     """What the core hands a family for one subset."""
 
     name: str
-    results: Sequence[TaskResult]
-    #: The scored task entries of the document (identity, metadata, tests, task figures).
-    entries: Sequence[Mapping[str, Any]]
+    results: Sequence[TaskScores]
+    #: The subset's scored task results (identity, metadata, tests, task figures), by task id.
+    tasks: Sequence[TaskResult]
     #: Failed unit tests and failed analysis units by class, and the judged units.
     failure_tests: Counter[str]
     failure_units: Counter[str]
@@ -116,7 +118,7 @@ class MetricFamily:
     #: The leaderboard's facts about the family's datasets (None: its subsets are not ranked).
     leaderboard: ClassVar[Leaderboard | None] = None
 
-    def task_figures(self, result: TaskResult, entry: Mapping[str, Any]) -> dict[str, Any]:
+    def task_figures(self, scores: TaskScores, task: TaskResult) -> dict[str, Any]:
         """Figures of one task (all samples), merged into its entry in the document."""
         return {}
 
@@ -151,7 +153,7 @@ class CoreFamily(MetricFamily):
         Column("episode_pass", "Episode Pass@1"),
     )
 
-    def task_figures(self, result: TaskResult, entry: Mapping[str, Any]) -> dict[str, Any]:
+    def task_figures(self, scores: TaskScores, task: TaskResult) -> dict[str, Any]:
         per_sample = [
             {
                 "sample": s.sample,
@@ -161,9 +163,9 @@ class CoreFamily(MetricFamily):
                 "episode_pass": s.episode_pass if s.multi_turn and not s.excluded else None,
                 "excluded": s.excluded_reason,
             }
-            for s in result.samples
+            for s in scores.samples
         ]
-        return {**result.as_dict(), "samples": per_sample}
+        return {**scores.as_dict(), "samples": per_sample}
 
     def subset_figures(self, data: SubsetInput) -> dict[str, Any]:
         from .metrics import subset_metrics

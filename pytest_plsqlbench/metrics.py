@@ -160,7 +160,7 @@ def score_task(subset: str, task_id: str, n_turns: int, tests: Iterable[TestOutc
 
 
 @dataclass
-class TaskResult:
+class TaskScores:
     """A task over all its samples; Pass@1 metrics are means over the judged samples."""
 
     subset: str
@@ -245,7 +245,7 @@ class TaskResult:
         }
 
 
-def score_samples(subset: str, task_id: str, n_turns: int, tests: Iterable[TestOutcome]) -> TaskResult:
+def score_samples(subset: str, task_id: str, n_turns: int, tests: Iterable[TestOutcome]) -> TaskScores:
     """Score a task whose tests may belong to several samples (``sample`` field)."""
     by_sample: dict[int, list[TestOutcome]] = defaultdict(list)
     for rec in tests:
@@ -253,7 +253,7 @@ def score_samples(subset: str, task_id: str, n_turns: int, tests: Iterable[TestO
     samples = [
         score_task(subset, task_id, n_turns, recs, sample) for sample, recs in sorted(by_sample.items())
     ]
-    return TaskResult(subset, task_id, n_turns, samples)
+    return TaskScores(subset, task_id, n_turns, samples)
 
 
 def unit_failures(tests: Iterable[TestOutcome]) -> Counter[str]:
@@ -347,7 +347,7 @@ class SubsetMetrics:
 
 def subset_metrics(
     subset: str,
-    results: Sequence[TaskResult],
+    results: Sequence[TaskScores],
     failure_tests: Mapping[str, int] | None = None,
     failure_units: Mapping[str, int] | None = None,
     units: int = 0,
@@ -397,15 +397,3 @@ def subset_metrics(
     m.failure_units = {c: int((failure_units or {}).get(c, 0)) for c in FAILURE_CLASSES}
     return m
 
-
-def aggregate(
-    results: Iterable[TaskResult], failure_counts: Mapping[str, Counter[str]] | None = None
-) -> dict[str, SubsetMetrics]:
-    """Per-subset metrics (no unit counts), in the order subsets first appear."""
-    by_subset: dict[str, list[TaskResult]] = {}
-    for result in results:
-        by_subset.setdefault(result.subset, []).append(result)
-    return {
-        subset: subset_metrics(subset, items, (failure_counts or {}).get(subset))
-        for subset, items in by_subset.items()
-    }

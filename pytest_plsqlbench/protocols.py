@@ -28,8 +28,9 @@ if TYPE_CHECKING:
 
     from .families import Column, Leaderboard, SubsetInput
     from .judges import JudgeContext
-    from .metrics import TaskResult
+    from .metrics import TaskScores
     from .outcomes import TestOutcome
+    from .results.record import TaskResult
     from .settings import DatabaseSettings, Settings
     from .tasks import Turn, UnitTest
 
@@ -524,7 +525,7 @@ class Family(Protocol):
     #: Its datasets on the leaderboard (splits, notes); None: its subsets are not ranked.
     leaderboard: ClassVar[Leaderboard | None]
 
-    def task_figures(self, result: TaskResult, entry: Mapping[str, Any]) -> dict[str, Any]: ...
+    def task_figures(self, scores: TaskScores, task: TaskResult) -> dict[str, Any]: ...
 
     def subset_figures(self, data: SubsetInput) -> dict[str, Any]: ...
 

@@ -15,6 +15,7 @@ from .outcomes import EXCLUDED, FAILURE_CLASSES, LABELS
 
 # The table renderers live in a leaf module (families and JUnit use them too); re-exported here.
 from .reporting.table import cell, columns_table, family_table_lines, item_counts, pct, render_table  # noqa: F401
+from .results.record import task_results
 
 METRIC_LABELS = {
     "mean_test_pass": "Mean Test Pass@1",
@@ -278,8 +279,8 @@ def interrupted_line(document: Mapping[str, Any]) -> str | None:
     reason = header.get("interrupted")
     if not reason:
         return None
-    tasks = document.get("tasks") or []
-    ran = sum(len(t.get("tests") or ()) for t in tasks)
+    tasks = task_results(document)
+    ran = sum(len(t.tests) for t in tasks)
     collected = header.get("items_collected")
     of = f"{ran} of {collected} collected items" if isinstance(collected, int) and collected else f"{ran} items"
     return (

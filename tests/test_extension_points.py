@@ -158,7 +158,7 @@ def test_the_family_registry_takes_the_protocol_not_the_base_class() -> None:
         sources = {}
         leaderboard = None
 
-        def task_figures(self, result, entry):
+        def task_figures(self, scores, task):
             return {}
 
         def subset_figures(self, data):
@@ -224,7 +224,7 @@ class CountingFamily(CoreFamily):
 
     def subset_figures(self, data):
         figures = super().subset_figures(data)
-        scores = [t["score"] for e in data.entries for t in e["tests"]]
+        scores = [t.score for task in data.tasks for t in task.tests]
         figures["mean_score"] = sum(scores) / len(scores)
         return figures
 
@@ -294,7 +294,7 @@ class _RatioFamily(CoreFamily):
 
     def subset_figures(self, data):  # noqa: ANN001, ANN201
         figures = super().subset_figures(data)
-        scores = [t["score"] for e in data.entries for t in e["tests"] if t.get("score") is not None]
+        scores = [t.score for task in data.tasks for t in task.tests if t.score is not None]
         figures["speedup"] = len(scores) / sum(1 / s for s in scores)  # harmonic mean
         return figures
 

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from pytest_plsqlbench.metrics import (
-    TaskResult,
+    TaskScores,
     score_samples,
     score_task,
     subset_metrics,
@@ -40,7 +40,7 @@ def records(*turns: list[bool], sample: int = 0, cls: str = "wrong_output") -> l
     ))
 
 
-def result(task_id: str, *turns: list[bool], subset: str = "s") -> TaskResult:
+def result(task_id: str, *turns: list[bool], subset: str = "s") -> TaskScores:
     return score_samples(subset, task_id, len(turns), records(*turns))
 
 

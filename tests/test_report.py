@@ -14,7 +14,7 @@ import pytest
 
 from pytest_plsqlbench.cli import main
 from pytest_plsqlbench.reporting.render import html, markdown
-from pytest_plsqlbench.results import build_document, write_document
+from pytest_plsqlbench.results import TaskResult, build_document, write_document
 from pytest_plsqlbench.summary import summary_lines
 
 from test_results import HEADER, PAPER, sample_tasks, task
@@ -277,7 +277,8 @@ def test_breakdown_pools_small_labels_and_keeps_the_acronym_capitalised() -> Non
     tasks = []
     for n in range(12):  # "loop" on 4 tasks, "cursor" on 3, ten labels on one task each
         labels = [f"c{n}"] + (["loop"] if n < 4 else []) + (["cursor"] if 4 <= n < 7 else [])
-        tasks.append({"task_id": str(n), "test_pass": 1.0 if n % 2 else 0.0, "suite_pass": 0.0, "metadata": {"plsql_constructs": labels}})
+        figures = {"test_pass": 1.0 if n % 2 else 0.0, "suite_pass": 0.0}
+        tasks.append(TaskResult("s", str(n), metadata={"plsql_constructs": labels}, figures=figures))
     rows = breakdown(tasks, construct)
     assert [r["label"] for r in rows[:2]] == ["loop", "cursor"]
     assert len(rows) == 3 and rows[2]["label"].startswith("other (12 labels of < 3 tasks each: c0, c1, c10")

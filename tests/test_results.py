@@ -32,6 +32,7 @@ from pytest_plsqlbench.results import (
     usage_totals,
     write_document,
 )
+from pytest_plsqlbench.results.record import task_results
 from pytest_plsqlbench.settings import Settings
 from pytest_plsqlbench.summary import summary_lines, usage_line
 
@@ -218,6 +219,19 @@ def test_a_file_reads_back_into_the_typed_records_and_scores_as_written(tmp_path
         t["tests"] for t in doc()["tasks"]
     ]
     assert score(results) == doc()
+
+
+def test_the_scored_records_are_the_written_entries_with_their_figures(tmp_path: Path) -> None:
+    """What the reports read (the scorer's TaskResults, figures included) is what the file holds:
+    the same records as its task entries read back, each giving its entry again."""
+    scored = doc()
+    held = task_results(scored)
+    path = tmp_path / "r.json"
+    write_document(scored, path)
+    again = read_document(path)
+    assert held == task_results(dict(again)) == task_results(again)  # parsed from the entries, or kept
+    assert [t.to_json() for t in held] == scored["tasks"]
+    assert held[0].figures["suite_pass"] is not None and "tests" not in held[0].figures
 
 
 def test_the_typed_reader_refuses_an_older_file_naming_its_version_and_what_to_do(tmp_path: Path) -> None:

@@ -237,13 +237,13 @@ class ToyFamily:
     sources = {}
     leaderboard = Leaderboard(splits={"test": ("toy_board",)}, notes={"toy_board": "the toy board has two tasks"})
 
-    def task_figures(self, result, entry):
+    def task_figures(self, scores, task):
         return {}
 
     def subset_figures(self, data):
-        tests = [t for entry in data.entries for t in entry["tests"]]
-        return {"tasks": len(data.entries), "tests": len(tests),
-                "toy_accuracy": sum(t["passed"] for t in tests) / len(tests)}
+        tests = [t for task in data.tasks for t in task.tests]
+        return {"tasks": len(data.tasks), "tests": len(tests),
+                "toy_accuracy": sum(t.passed for t in tests) / len(tests)}
 
     def summary_lines(self, subsets, verbose=0):
         return [*family_table_lines(self, subsets, cis=verbose >= 0),

@@ -161,7 +161,8 @@ class ProcArenaFamily(CoreFamily):
 
     def subset_figures(self, data: SubsetInput) -> dict[str, Any]:
         figures = super().subset_figures(data)
-        m = compute(data.entries)
+        entries = [t.to_json() for t in data.tasks]  # the helpers below read task entries
+        m = compute(entries)
         figures["procarena"] = m
         figures["ex"] = m["ex"]
         figures["mean_test_pass"] = m["mean_test_pass"] if m["mean_test_pass"] is not None else figures.get("mean_test_pass")
@@ -175,7 +176,7 @@ class ProcArenaFamily(CoreFamily):
         figures["ex_editing"] = row.get("editing") if row else None
         for t in TYPES:
             figures[f"type_{t}"] = m["failure_type_rates"].get(t)
-        figures.update(b2_metrics.family_figures(data.entries))
+        figures.update(b2_metrics.family_figures(entries))
         return figures
 
     def document_figures(self, subsets: dict[str, dict[str, Any]], tasks: Sequence[Mapping[str, Any]]) -> None:

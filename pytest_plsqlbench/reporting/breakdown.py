@@ -9,10 +9,11 @@ those of fewer than :data:`MIN_TASKS_PER_ROW` tasks into one "other" row (each t
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from ..results.record import TaskResult
 from .stats import mean
 
 
@@ -47,9 +48,9 @@ DIMENSIONS = (
 )
 
 
-def labels(task: Mapping[str, Any], dim: Dimension) -> list[str]:
+def labels(task: TaskResult, dim: Dimension) -> list[str]:
     """The task's labels in one dimension (empty when it has none)."""
-    meta = task.get("metadata") or {}
+    meta = task.metadata
     for name in dim.fields:
         value = meta.get(name)
         if isinstance(value, str) and value.strip():
@@ -60,16 +61,16 @@ def labels(task: Mapping[str, Any], dim: Dimension) -> list[str]:
                 return list(dict.fromkeys(found))
     return [
         m[len(dim.marker_prefix) :].replace("_", " ")
-        for m in task.get("markers") or []
+        for m in task.markers
         if m.startswith(dim.marker_prefix)
     ]
 
 
-def breakdown(tasks: Iterable[Mapping[str, Any]], dim: Dimension) -> list[dict[str, Any]]:
+def breakdown(tasks: Iterable[TaskResult], dim: Dimension) -> list[dict[str, Any]]:
     """Rows ``{label, tasks, mean_test_pass, suite_pass}`` over judged tasks, most tasks first."""
-    groups: dict[str, list[Mapping[str, Any]]] = {}
+    groups: dict[str, list[TaskResult]] = {}
     for task in tasks:
-        if task.get("excluded") or task.get("test_pass") is None:
+        if task.figures.get("excluded") or task.figures.get("test_pass") is None:
             continue
         for label in labels(task, dim):
             groups.setdefault(label, []).append(task)
@@ -77,8 +78,8 @@ def breakdown(tasks: Iterable[Mapping[str, Any]], dim: Dimension) -> list[dict[s
         {
             "label": label,
             "tasks": len(members),
-            "mean_test_pass": mean([t["test_pass"] for t in members]),
-            "suite_pass": mean([t["suite_pass"] for t in members]),
+            "mean_test_pass": mean([t.figures["test_pass"] for t in members]),
+            "suite_pass": mean([t.figures["suite_pass"] for t in members]),
         }
         for label, members in groups.items()
     ]
@@ -87,7 +88,7 @@ def breakdown(tasks: Iterable[Mapping[str, Any]], dim: Dimension) -> list[dict[s
     if len(rows) <= MAX_SINGLE_ROWS or len(small) < 2:
         return rows
     # Pool the small labels: each task once, however many of the small labels it has.
-    pooled: dict[int, Mapping[str, Any]] = {}
+    pooled: dict[int, TaskResult] = {}
     for r in small:
         for task in groups[r["label"]]:
             pooled[id(task)] = task
@@ -96,16 +97,16 @@ def breakdown(tasks: Iterable[Mapping[str, Any]], dim: Dimension) -> list[dict[s
     other = {
         "label": f"other ({len(names)} labels of < {MIN_TASKS_PER_ROW} tasks each: {', '.join(names)})",
         "tasks": len(members),
-        "mean_test_pass": mean([t["test_pass"] for t in members]),
-        "suite_pass": mean([t["suite_pass"] for t in members]),
+        "mean_test_pass": mean([t.figures["test_pass"] for t in members]),
+        "suite_pass": mean([t.figures["suite_pass"] for t in members]),
         "pooled": names,
     }
     return [r for r in rows if r["tasks"] >= MIN_TASKS_PER_ROW] + [other]
 
 
-def all_breakdowns(document: Mapping[str, Any]) -> list[tuple[Dimension, list[dict[str, Any]]]]:
+def all_breakdowns(tasks: Iterable[TaskResult]) -> list[tuple[Dimension, list[dict[str, Any]]]]:
     """Every dimension that has at least one labelled task."""
-    tasks = document.get("tasks") or []
+    tasks = list(tasks)
     out = []
     for dim in DIMENSIONS:
         rows = breakdown(tasks, dim)

@@ -22,6 +22,7 @@ from html import escape
 from typing import Any
 
 from ..errors import UsageError
+from ..results.record import TaskResult, task_results
 from .stats import BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED, CONFIDENCE, _percentile
 
 #: Subset metric -> the per-task figure it averages (results document, ``tasks[]``).
@@ -148,14 +149,14 @@ def mcnemar_exact(b: int, c: int) -> float:
     return min(1.0, 2 * tail)
 
 
-def _tasks(document: Mapping[str, Any], subset: str) -> dict[str, Mapping[str, Any]]:
-    return {t["task_id"]: t for t in document.get("tasks") or () if t.get("subset") == subset}
+def _tasks(document: Mapping[str, Any], subset: str) -> dict[str, TaskResult]:
+    return {t.task_id: t for t in task_results(document) if t.subset == subset}
 
 
-def _judged(task: Mapping[str, Any] | None, figure: str) -> float | None:
-    if task is None or task.get("excluded"):
+def _judged(task: TaskResult | None, figure: str) -> float | None:
+    if task is None or task.figures.get("excluded"):
         return None
-    value = task.get(figure)
+    value = task.figures.get(figure)
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 

@@ -1,7 +1,7 @@
 """Combining the results of shards (``--plsql-shard I/N``, ``-k`` splits by task, CI matrix jobs) into one.
 
-The merged document is rebuilt from the task entries with the same function that builds a
-run's own document (:func:`pytest_plsqlbench.results.build_document`), so its aggregates --
+The merged document is scored from the parts' task results with the same function that scores a
+run's own document (:func:`pytest_plsqlbench.results.score`), so its aggregates --
 means, confidence intervals, pass@k, failure counts -- equal those of the unsharded run.
 
 Parts must come from one run configuration: the same plugin version, model (and the model an
@@ -13,11 +13,13 @@ between tasks; one that splits a task's tests between parts is refused as an ove
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from ..errors import UsageError
-from ..results import RUN_IDENTITY, build_document, read_document
+from ..results import RUN_IDENTITY, ResultsFile, read_document, score
+from ..results.record import ScoredDocument, task_results
 from ..summary import shown_ids
 
 
@@ -58,7 +60,7 @@ def _revisions(parts: Sequence[tuple[str, Mapping[str, Any]]], subset: str) -> d
         if not rev:
             continue
         revs[name] = str(rev)
-        if any(t["subset"] == subset for t in doc["tasks"]):
+        if any(t.subset == subset for t in task_results(doc)):
             scored[name] = str(rev)
     return scored or revs
 
@@ -90,7 +92,7 @@ def _shards(parts: Sequence[tuple[str, Mapping[str, Any]]], allow_partial: bool)
 
 def merge_documents(
     parts: Sequence[tuple[str, Mapping[str, Any]]], allow_partial: bool = False
-) -> dict[str, Any]:
+) -> ScoredDocument:
     """Merge ``(name, document)`` parts of one run; raise :class:`MergeError` if they are not."""
     if len(parts) < 2:
         raise MergeError("merge needs at least two results files")
@@ -100,8 +102,8 @@ def merge_documents(
     owner: dict[tuple[str, str], str] = {}
     overlap = []
     for name, doc in parts:
-        for task in doc["tasks"]:
-            key = (task["subset"], task["task_id"])
+        for task in task_results(doc):
+            key = (task.subset, task.task_id)
             if key in owner:
                 overlap.append(f"{key[0]}/{key[1]} ({owner[key]} and {name})")
             owner.setdefault(key, name)
@@ -140,7 +142,7 @@ def merge_documents(
                 "shard": doc["header"].get("shard"),
                 "keyword": doc["header"].get("keyword"),
                 "markexpr": doc["header"].get("markexpr"),
-                "tasks": len(doc["tasks"]),
+                "tasks": len(task_results(doc)),
                 "started": doc["header"].get("started"),
                 "finished": doc["header"].get("finished"),
             }
@@ -151,9 +153,10 @@ def merge_documents(
     for _, doc in parts:
         for subset, m in (doc.get("subsets") or {}).items():
             info.setdefault(subset, {"paper": m.get("paper") or {}, "metric_family": m.get("metric_family")})
-    tasks = [task for _, doc in parts for task in doc["tasks"]]
-    return build_document(header, tasks, info)
+    # Their figures are left behind: the merged run's are scored again, as any run's are.
+    tasks = tuple(replace(task, figures={}) for _, doc in parts for task in task_results(doc))
+    return score(ResultsFile(header, info, tasks))
 
 
-def merge_files(paths: Sequence[Path], allow_partial: bool = False) -> dict[str, Any]:
+def merge_files(paths: Sequence[Path], allow_partial: bool = False) -> ScoredDocument:
     return merge_documents([(str(p), read_document(Path(p))) for p in paths], allow_partial)

@@ -19,6 +19,7 @@ from ..families import Column
 from ..outcomes import FAILURE_CLASSES, LABELS
 from ..outputs import printable
 from ..protocols import Family
+from ..results.record import task_results
 from ..summary import (
     cell,
     comparability_lines,
@@ -162,13 +163,14 @@ def markdown(document: Mapping[str, Any]) -> str:
     usage = usage_line(document.get("usage") or {})
     if usage:
         out += ["", f"Generation: {usage}."]
-    for dim, rows in all_breakdowns(document):
+    results = task_results(document)
+    tasks = in_natural_order(results)
+    for dim, rows in all_breakdowns(results):
         out += ["", f"## {dim.heading}", ""]
         out += _md_table(
             [dim.title, "Tasks", "Mean Test Pass@1", "Suite Pass@1"],
             [[r["label"], str(r["tasks"]), pct(r["mean_test_pass"]), pct(r["suite_pass"])] for r in rows],
         )
-    tasks = in_natural_order(document.get("tasks") or [])
     out += ["", "## Tasks", ""]
     out += _md_table(
         ["Subset", "Task", "Turns", "Test pass", "Suite pass", "Failure classes"], task_rows(tasks), "llrrrl"
@@ -177,15 +179,11 @@ def markdown(document: Mapping[str, Any]) -> str:
     if failing:
         out += ["", "### Failing tests", ""]
         for task, tests in failing:
-            out.append(f"- **{task['subset']}/{task['task_id']}**")
+            out.append(f"- **{task.subset}/{task.task_id}**")
             for x in tests[:MAX_FAILING_TESTS_SHOWN]:
-                where = (f"sample {x.get('sample', 0) + 1} " if (x.get("sample") or 0) else "") + (
-                    f"turn {x.get('turn')} " if task.get("n_turns", 1) > 1 else ""
-                )
-                message = (x.get("message") or "").strip().splitlines()
-                out.append(
-                    f"  - {where}`{x['test_id']}` ({x.get('failure_class')}): {_md_code(message[0] if message else '')}"
-                )
+                where = (f"sample {x.sample + 1} " if x.sample else "") + (f"turn {x.turn} " if task.n_turns > 1 else "")
+                message = (x.message or "").strip().splitlines()
+                out.append(f"  - {where}`{x.test_id}` ({x.failure_class}): {_md_code(message[0] if message else '')}")
             if len(tests) > MAX_FAILING_TESTS_SHOWN:
                 out.append(f"  - ... and {len(tests) - MAX_FAILING_TESTS_SHOWN} more")
     return "\n".join(out) + "\n"
@@ -297,7 +295,9 @@ def html(document: Mapping[str, Any]) -> str:
     usage = usage_line(document.get("usage") or {})
     if usage:
         parts.append(f"<p>Generation: {escape(usage)}.</p>")
-    for dim, brows in all_breakdowns(document):
+    results = task_results(document)
+    tasks = in_natural_order(results)
+    for dim, brows in all_breakdowns(results):
         parts.append(f"<h2>{escape(dim.heading)}</h2>")
         parts.append(
             _html_table(
@@ -312,7 +312,6 @@ def html(document: Mapping[str, Any]) -> str:
                 ],
             )
         )
-    tasks = in_natural_order(document.get("tasks") or [])
     parts.append("<h2>Tasks</h2>")
     parts.append(task_controls(tasks))
     parts.append(task_table(tasks))

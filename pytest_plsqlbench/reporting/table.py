@@ -8,7 +8,8 @@ from typing import TYPE_CHECKING, Any
 
 # The metrics' own view of a test's class (e.g. a not-generated test excluded by choice).
 from ..metrics import NOT_JUDGED, judged_class
-from ..outcomes import LEFT_OUT_PREFIX, PASSED, SKIPPED
+from ..outcomes import LEFT_OUT_PREFIX, SKIPPED
+from ..results.record import task_results
 
 if TYPE_CHECKING:
     from ..families import Column
@@ -103,28 +104,28 @@ def item_counts(document: Mapping[str, Any]) -> dict[str, Any]:
         0,
     )
     by_class: dict[str, int] = {}
-    for task in document.get("tasks") or ():
-        samples = task.get("samples")
+    for task in task_results(document):
+        samples = task.figures.get("samples")
         if isinstance(samples, list):
             dropped = {int(s.get("sample") or 0) for s in samples if isinstance(s, Mapping) and s.get("excluded")}
         else:  # a family that keeps no per-sample figures: the task is in or out as a whole
             dropped = None
-        for test in task.get("tests") or ():
+        for test in task.tests:
             out["items"] += 1
-            cls = judged_class(test.get("failure_class", PASSED), test.get("extra"))
-            passed = bool(test.get("passed"))
+            cls = judged_class(test.failure_class, test.extra)
+            passed = test.passed
             if cls == SKIPPED:
                 out["skipped"] += 1
                 # A task an answer doing nothing passes (collect.LEFT_OUT_EMPTY), apart from not runnable ones.
-                out["skipped_left_out"] += str(test.get("message") or "").startswith(LEFT_OUT_PREFIX)
+                out["skipped_left_out"] += (test.message or "").startswith(LEFT_OUT_PREFIX)
                 continue
             out["passed" if passed else "failed"] += 1
-            sample_out = bool(task.get("excluded")) if dropped is None else int(test.get("sample") or 0) in dropped
+            sample_out = bool(task.figures.get("excluded")) if dropped is None else int(test.sample or 0) in dropped
             if cls in NOT_JUDGED or sample_out:
                 out["left_out"] += 1
                 out["left_out_passed" if passed else "left_out_failed"] += 1
                 if not passed:
-                    name = str(test.get("failure_class"))
+                    name = test.failure_class
                     by_class[name] = by_class.get(name, 0) + 1
             else:
                 out["judged"] += 1

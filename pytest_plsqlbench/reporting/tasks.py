@@ -9,20 +9,19 @@ fragment so it can be linked. Nothing is fetched.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from html import escape
 from typing import Any
 
 from ..metrics import NOT_JUDGED
 from ..outcomes import FAILURE_CLASSES, LABELS
 from ..outputs import printable
+from ..results.record import TaskResult, TestOutcome
 from ..summary import pct
 
 
-def failing_tests(task: Mapping[str, Any]) -> list[Mapping[str, Any]]:
-    return [
-        t for t in task.get("tests", []) if not t.get("passed") and t.get("failure_class") not in NOT_JUDGED
-    ]
+def failing_tests(task: TaskResult) -> list[TestOutcome]:
+    return [t for t in task.tests if not t.passed and t.failure_class not in NOT_JUDGED]
 
 
 def natural_key(text: str) -> list[Any]:
@@ -30,28 +29,30 @@ def natural_key(text: str) -> list[Any]:
     return [(0, int(part), "") if part.isdigit() else (1, 0, part.lower()) for part in re.split(r"(\d+)", text) if part]
 
 
-def in_natural_order(tasks: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
-    return sorted(tasks, key=lambda t: (str(t["subset"]), natural_key(str(t["task_id"]))))
+def in_natural_order(tasks: Iterable[TaskResult]) -> list[TaskResult]:
+    return sorted(tasks, key=lambda t: (t.subset, natural_key(t.task_id)))
 
 
-def _task_classes(task: Mapping[str, Any]) -> list[str]:
+def _task_classes(task: TaskResult) -> list[str]:
     """The classes of the task's tests that did not pass (``passed`` when all did)."""
-    classes = sorted({str(x.get("failure_class")) for x in task.get("tests", []) if not x.get("passed")} - {"None"})
-    return classes or ["passed"]
+    return sorted({x.failure_class for x in task.tests if not x.passed}) or ["passed"]
 
 
-def task_rows(tasks: Iterable[Mapping[str, Any]]) -> list[list[str]]:
+def task_rows(tasks: Iterable[TaskResult]) -> list[list[str]]:
     rows = []
     for t in tasks:
-        classes = sorted({x.get("failure_class") for x in t.get("tests", []) if not x.get("passed")} - {None})
-        status = "skipped" if str(t.get("excluded") or "").startswith("skipped") else "excluded"
+        figures = t.figures
+        classes = sorted({x.failure_class for x in t.tests if not x.passed})
+        status = "skipped" if str(figures.get("excluded") or "").startswith("skipped") else "excluded"
         rows.append(
             [
-                t["subset"],
-                t["task_id"],
-                str(t.get("n_turns", 1)),
-                status if t.get("excluded") else pct(t.get("test_pass")) + (" (partial)" if t.get("incomplete") else ""),
-                "" if t.get("excluded") else pct(t.get("suite_pass")),
+                t.subset,
+                t.task_id,
+                str(t.n_turns),
+                status
+                if figures.get("excluded")
+                else pct(figures.get("test_pass")) + (" (partial)" if figures.get("incomplete") else ""),
+                "" if figures.get("excluded") else pct(figures.get("suite_pass")),
                 ", ".join(classes),
             ]
         )
@@ -131,11 +132,11 @@ SCRIPT = r"""
 """
 
 
-def _task_anchor(task: Mapping[str, Any]) -> str:
-    return f"task-{task['subset']}/{task['task_id']}"
+def _task_anchor(task: TaskResult) -> str:
+    return f"task-{task.subset}/{task.task_id}"
 
 
-def task_controls(tasks: Sequence[Mapping[str, Any]]) -> str:
+def task_controls(tasks: Sequence[TaskResult]) -> str:
     counts: dict[str, int] = {}
     for t in tasks:
         for c in _task_classes(t):
@@ -153,19 +154,20 @@ def task_controls(tasks: Sequence[Mapping[str, Any]]) -> str:
     )
 
 
-def task_table(tasks: Sequence[Mapping[str, Any]]) -> str:
+def task_table(tasks: Sequence[TaskResult]) -> str:
     titles = ["Subset", "Task", "Turns", "Test pass", "Suite pass", "Failure classes"]
     head = "".join(f'<th scope="col" title="sort">{escape(t)}</th>' for t in titles)
     body = []
     for t, row in zip(tasks, task_rows(tasks)):
         classes = _task_classes(t)
-        excluded = bool(t.get("excluded"))
+        figures = t.figures
+        excluded = bool(figures.get("excluded"))
         sort_values = [
-            str(t["subset"]),
-            str(t["task_id"]),
-            str(t.get("n_turns", 1)),
-            "-1" if excluded or t.get("test_pass") is None else repr(round(float(t["test_pass"]), 6)),
-            "-1" if excluded or t.get("suite_pass") is None else repr(round(float(t["suite_pass"]), 6)),
+            t.subset,
+            t.task_id,
+            str(t.n_turns),
+            "-1" if excluded or figures.get("test_pass") is None else repr(round(float(figures["test_pass"]), 6)),
+            "-1" if excluded or figures.get("suite_pass") is None else repr(round(float(figures["suite_pass"]), 6)),
             " ".join(classes),
         ]
         cells = [escape(c) for c in row]
@@ -176,7 +178,7 @@ def task_table(tasks: Sequence[Mapping[str, Any]]) -> str:
             for i, (c, v) in enumerate(zip(cells, sort_values))
         )
         body.append(
-            f'<tr class="task-row" data-task="{escape(str(t["subset"]))}/{escape(str(t["task_id"]))}" '
+            f'<tr class="task-row" data-task="{escape(t.subset)}/{escape(t.task_id)}" '
             f'data-classes="{escape(" ".join(classes))}">{tds}</tr>'
         )
     return f'<table id="tasks" class="sortable"><thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody></table>'
@@ -190,34 +192,35 @@ def _pre(text: Any, cls: str) -> str:
     return f'<pre class="{cls}">{escape(printable(str(text)))}</pre>'
 
 
-def _input(test: Mapping[str, Any], runs_answer: str) -> str:
+def _input(test: TestOutcome, runs_answer: str) -> str:
     """A failing test's input: the call as a user writes it when the judge named one (MBPP
     cases), with the whole script behind it; else the script."""
-    call = (test.get("extra") or {}).get("call")
-    script = _pre(test.get("script"), "input") if test.get("script") else runs_answer
+    call = test.extra.get("call")
+    script = _pre(test.script, "input") if test.script else runs_answer
     if not call:
         return script
     return f"{_pre(call, 'input')}<details><summary>test script</summary>{script}</details>"
 
 
-def task_detail(task: Mapping[str, Any]) -> str:
+def task_detail(task: TaskResult) -> str:
     """One task opened: prompts, answers, and its failing tests with input, expected and actual."""
     tests = failing_tests(task)
-    multi = int(task.get("n_turns", 1)) > 1
-    score = "excluded" if task.get("excluded") else f"test pass {pct(task.get('test_pass'))}"
+    multi = task.n_turns > 1
+    excluded = task.figures.get("excluded")
+    score = "excluded" if excluded else f"test pass {pct(task.figures.get('test_pass'))}"
     parts = [
         f'<details class="task-detail" id="{escape(_task_anchor(task))}">'
-        f"<summary><strong>{escape(str(task['subset']))}/{escape(str(task['task_id']))}</strong> · {escape(score)}"
+        f"<summary><strong>{escape(task.subset)}/{escape(task.task_id)}</strong> · {escape(score)}"
         f" · {len(tests)} failing test(s)</summary>"
     ]
-    if task.get("excluded"):
-        parts.append(f'<p class="muted">Not in the metrics: {escape(str(task["excluded"]))}</p>')
-    prompts = task.get("prompts") or []
+    if excluded:
+        parts.append(f'<p class="muted">Not in the metrics: {escape(str(excluded))}</p>')
+    prompts = task.prompts
     for n, prompt in enumerate(prompts, 1):
         parts.append(f"<h4>Prompt{f' of turn {n}' if multi else ''}</h4>{_pre(prompt, 'prompt')}")
     if not prompts:
         parts.append('<p class="muted">The results file keeps no prompt for this task.</p>')
-    for ans in task.get("answers") or []:
+    for ans in task.answers:
         where = (f"sample {int(ans.get('sample') or 0) + 1}, " if ans.get("sample") else "") + (
             f"turn {ans.get('turn')}" if multi else ""
         )
@@ -233,16 +236,16 @@ def task_detail(task: Mapping[str, Any]) -> str:
         rows = []
         runs_answer = '<span class="muted">(runs the answer itself)</span>'
         for x in tests[:MAX_FAILING_TESTS_DETAILED]:
-            turn = f"turn {x.get('turn')} " if multi else ""
-            sample = f"sample {int(x.get('sample') or 0) + 1} " if x.get("sample") else ""
+            turn = f"turn {x.turn} " if multi else ""
+            sample = f"sample {x.sample + 1} " if x.sample else ""
             rows.append(
                 '<tr class="failing-test">'
-                f"<td><code>{escape(sample + turn + str(x['test_id']))}</code><br>"
-                f'<span class="muted">{escape(str(x.get("failure_class")))}</span></td>'
+                f"<td><code>{escape(sample + turn + x.test_id)}</code><br>"
+                f'<span class="muted">{escape(x.failure_class)}</span></td>'
                 f"<td>{_input(x, runs_answer)}</td>"
-                f"<td>{_pre(x.get('expected'), 'expected')}</td>"
-                f"<td>{_pre(x.get('actual'), 'actual')}</td>"
-                f"<td>{_pre((x.get('message') or '').strip(), 'message')}</td></tr>"
+                f"<td>{_pre(x.expected, 'expected')}</td>"
+                f"<td>{_pre(x.actual, 'actual')}</td>"
+                f"<td>{_pre((x.message or '').strip(), 'message')}</td></tr>"
             )
         more = (
             f'<p class="muted">... and {len(tests) - MAX_FAILING_TESTS_DETAILED} more failing tests in the results file.</p>'

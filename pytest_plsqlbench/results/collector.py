@@ -27,7 +27,7 @@ from ..reporting import junit
 from ..settings import Settings
 from .document import answers_digest, data_revisions, score, unique_answers
 from .reading import write_document
-from .record import ResultsFile, TaskFacts, TaskResult, TestOutcome
+from .record import ResultsFile, ScoredDocument, TaskFacts, TaskResult, TestOutcome
 
 #: The header's ``interrupted`` while the run is under way: the file written at session start
 #: says so, and only the end of the run replaces it. A controller killed outright (SIGKILL, OOM,
@@ -61,7 +61,7 @@ class ResultsCollector:
         self.answers: dict[tuple[str, str], dict[tuple[int, int], dict[str, Any]]] = {}
         self.env: dict[str, Any] = {}
         self.started = dt.datetime.now(dt.UTC)
-        self._document: dict[str, Any] | None = None
+        self._document: ScoredDocument | None = None
         #: ``--plsql-answers FILE``: its digest when the run starts (the workers read it then), so
         #: two parts scored from different files of the same name are told apart.
         self.answers_digest = answers_digest(settings.answers.file) if settings.answers.file is not None else None
@@ -200,7 +200,7 @@ class ResultsCollector:
             for key, recs in grouped.items()
         ]
 
-    def document(self) -> dict[str, Any]:
+    def document(self) -> ScoredDocument:
         """The versioned results document (``--plsql-results``), scored once."""
         if self._document is None:
             tasks = self.results()

@@ -17,12 +17,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .. import families
-from ..metrics import HEADLINE, NOT_JUDGED, failed_tests, score_samples, unit_failures
-from ..metrics import TaskResult as TaskScores  # a task's scores; record.TaskResult is its saved result
+from ..metrics import HEADLINE, NOT_JUDGED, TaskScores, failed_tests, score_samples, unit_failures
 from ..outcomes import FAILURE_CLASSES
 from ..reporting.leaderboard import split_overall
 from ..reporting.stats import BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED, CONFIDENCE
-from .record import ResultsFile, TaskResult, TestOutcome
+from .record import ResultsFile, ScoredDocument, TaskResult, TestOutcome
 from .version import RESULTS_FORMAT, RESULTS_VERSION
 
 if TYPE_CHECKING:
@@ -34,14 +33,14 @@ def build_document(
     header: Mapping[str, Any],
     tasks: Iterable[Mapping[str, Any]],
     subset_info: Mapping[str, Mapping[str, Any]] | None = None,
-) -> dict[str, Any]:
+) -> ScoredDocument:
     """The document of raw task entries (as a results file holds them): :func:`score` of them read
     as :class:`~.record.TaskResult`\\ s (their stated figures left behind)."""
     info = {name: dict(m) for name, m in (subset_info or {}).items()}
     return score(ResultsFile(dict(header), info, tuple(TaskResult.from_json(t) for t in tasks)))
 
 
-def score(results: ResultsFile) -> dict[str, Any]:
+def score(results: ResultsFile) -> ScoredDocument:
     """The complete document of a run's saved results; every figure anywhere is derived here.
 
     Tasks are scored from their tests and sorted by (subset, task id), so the result does not
@@ -53,17 +52,16 @@ def score(results: ResultsFile) -> dict[str, Any]:
     order = list(dict.fromkeys([*header.get("subsets", []), *(t.subset for t in ordered)]))
     family_of = {s: families.get((subset_info.get(s) or {}).get("metric_family")) for s in order}
     scores: dict[str, list[TaskScores]] = {s: [] for s in order}
-    scored: dict[str, list[dict[str, Any]]] = {s: [] for s in order}
+    scored: dict[str, list[TaskResult]] = {s: [] for s in order}
     test_counts: dict[str, Counter[str]] = {s: Counter() for s in order}
     unit_counts: dict[str, Counter[str]] = {s: Counter() for s in order}
     units: Counter[str] = Counter()
     usage: dict[str, list[Mapping[str, Any]]] = {s: [] for s in order}
     out_tasks = []
+    results_out = []
     for result in ordered:
         subset = result.subset
         by_item = sorted(result.tests, key=lambda r: (int(r.sample or 0), int(r.turn), r.test_id))
-        entry = dataclasses.replace(result, tests=tuple(by_item)).to_json()
-        tests = entry["tests"]
         task_scores = score_samples(subset, result.task_id, result.n_turns, by_item)
         ran, expected = tests_run(result.n_tests, by_item, int(header.get("samples") or 1))
         task_scores.incomplete = expected is not None and ran < expected
@@ -71,20 +69,17 @@ def score(results: ResultsFile) -> dict[str, Any]:
         test_counts[subset].update(failed_tests(by_item))
         unit_counts[subset].update(unit_failures(by_item))
         units[subset] += _judged_units(by_item)
-        answers = unique_answers(entry["answers"])
+        answers = unique_answers(result.answers)
         usage[subset].extend(answers)
-        figures = family_of[subset].task_figures(task_scores, entry)
+        task = dataclasses.replace(result, answers=answers, tests=tuple(by_item), figures={})
+        figures = family_of[subset].task_figures(task_scores, task)
         samples = figures.pop("samples", None)
-        task = {
-            **entry,
-            "answers": [dict(a) for a in answers],
-            **figures,
-            "incomplete": task_scores.incomplete,
-            "tests_run": ran,
-            **({"samples": samples} if samples is not None else {}),
-            "tests": tests,
-        }
-        out_tasks.append(task)
+        figures.update(incomplete=task_scores.incomplete, tests_run=ran)
+        if samples is not None:
+            figures["samples"] = samples
+        task = dataclasses.replace(task, figures=figures)
+        out_tasks.append(task.to_json())
+        results_out.append(task)
         scored[subset].append(task)
     subsets = {}
     for name in order:
@@ -111,7 +106,7 @@ def score(results: ResultsFile) -> dict[str, Any]:
     for name in subsets:
         totals_tests.update(test_counts[name])
         totals_units.update(unit_counts[name])
-    return {
+    document = {
         "format": RESULTS_FORMAT,
         "version": RESULTS_VERSION,
         "header": dict(header),
@@ -130,6 +125,7 @@ def score(results: ResultsFile) -> dict[str, Any]:
         "usage": usage_totals([a for name in subsets for a in usage[name]]),
         "tasks": out_tasks,
     }
+    return ScoredDocument(document, tuple(results_out))
 
 
 def tests_run(n_tests: int | None, tests: Iterable[TestOutcome], samples: int) -> tuple[int, int | None]:

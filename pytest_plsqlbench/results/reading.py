@@ -20,7 +20,7 @@ from ..errors import UsageError
 from ..outcomes import PASSED
 from ..textfiles import read_text
 from .document import score
-from .record import ResultsFile
+from .record import ResultsFile, ScoredDocument
 from .version import RESULTS_FORMAT, RESULTS_VERSION  # re-exported: the reader checks them
 
 #: Header fields that must agree for two documents to be parts of one run (``merge``).
@@ -173,7 +173,7 @@ def read_results(path: Path) -> ResultsFile:
     return ResultsFile.from_json(_load(path))
 
 
-def read_document(path: Path) -> dict[str, Any]:
+def read_document(path: Path) -> ScoredDocument:
     """The document of a results file, scored again from its tests (:func:`check_figures`)."""
     return check_figures(_load(path), str(path))
 
@@ -182,7 +182,7 @@ def read_document(path: Path) -> dict[str, Any]:
 _DERIVED = ("overall", "failure_classes", "failure_units")
 
 
-def check_figures(doc: dict[str, Any], source: str = "results") -> dict[str, Any]:
+def check_figures(doc: dict[str, Any], source: str = "results") -> ScoredDocument:
     """``doc`` with every figure derived again from its tests; one error if the file states
     other figures and was written by this version of the plugin.
 
@@ -211,7 +211,7 @@ def check_figures(doc: dict[str, Any], source: str = "results") -> dict[str, Any
             if where in given and not outside(where) and not _same(given[where], want):
                 raise ResultsFormatError(f"{source}: {'.'.join(map(str, where))} is not what its tests give "
                                          f"({_figure(want)!r}) (edited?)")
-    return {**doc, **_overlay(stated, derived, (), outside), "tasks": rebuilt["tasks"]}
+    return ScoredDocument({**doc, **_overlay(stated, derived, (), outside), "tasks": rebuilt["tasks"]}, rebuilt.results)
 
 
 def _outside_of(subsets: Mapping[str, Mapping[str, Any]]) -> Callable[[tuple[Any, ...]], bool]:

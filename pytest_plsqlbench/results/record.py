@@ -6,7 +6,9 @@ xdist wire as :meth:`TestOutcome.to_wire` and is rebuilt by :meth:`TestOutcome.f
 controller groups a task's outcomes into a :class:`TaskResult`, whose :meth:`TaskResult.to_json` is
 the task entry of the results file and :meth:`TaskResult.from_json` reads it back. Field names are
 the JSON keys; these methods are the only converters, so the file's shape is written down here once.
-Figures are not part of a record: :func:`pytest_plsqlbench.results.document.score` derives them.
+Figures are never read from a file: :func:`pytest_plsqlbench.results.document.score` derives them
+and returns the scored task results (:attr:`TaskResult.figures`) with the document
+(:class:`ScoredDocument`), which the summary and every report read (:func:`task_results`).
 """
 
 from __future__ import annotations
@@ -165,10 +167,12 @@ class TestOutcome:
 
 @dataclass(frozen=True)
 class TaskResult:
-    """One task's result (all samples): identity, facts, answers, and its tests' outcomes.
+    """One task's result (all samples): identity, facts, answers, its tests' outcomes and, once
+    scored (:func:`.document.score`), its figures.
 
-    :meth:`to_json` is the task entry of the results file before its figures are added; an entry
-    read back loses its figures (:meth:`from_json`), which are derived again, never trusted."""
+    :meth:`to_json` is the task entry of the results file; an entry read back loses its figures
+    (:meth:`from_json`), which are derived again, never trusted; :meth:`scored` reads an entry of
+    a document just scored (the collector's, or :func:`.reading.read_document`'s) with them."""
 
     subset: str
     task_id: str
@@ -182,6 +186,9 @@ class TaskResult:
     #: One answer record per (sample, turn), sorted (``document.unique_answers``).
     answers: list[Mapping[str, Any]] = field(default_factory=list)
     tests: tuple[TestOutcome, ...] = ()
+    #: The task's figures in the scored document: its family's :meth:`task_figures`, then
+    #: ``incomplete`` and ``tests_run``, ``samples`` last when the family gives them; empty until scored.
+    figures: Mapping[str, Any] = field(default_factory=dict)
 
     @classmethod
     def of(cls, outcomes: Iterable[TestOutcome], facts: TaskFacts | None, answers: list[Mapping[str, Any]]) -> TaskResult:
@@ -204,8 +211,8 @@ class TaskResult:
         )
 
     def to_json(self) -> dict[str, Any]:
-        """The task entry, figures not included (the document adds them)."""
-        return {
+        """The task entry: identity, facts, answers, tests, then its figures (if scored)."""
+        out: dict[str, Any] = {
             "subset": self.subset,
             "task_id": self.task_id,
             "node": self.node,
@@ -218,6 +225,8 @@ class TaskResult:
             "answers": [dict(a) for a in self.answers],
             "tests": [t.to_json() for t in self.tests],
         }
+        out.update(self.figures)
+        return out
 
     @classmethod
     def from_json(cls, entry: Mapping[str, Any]) -> TaskResult:
@@ -228,6 +237,11 @@ class TaskResult:
             **{k: entry[k] for k in _ENTRY_FACTS if entry.get(k) is not None},
         )
         return replace(task, tests=tuple(TestOutcome.from_json(t, task) for t in entry.get("tests", [])))
+
+    @classmethod
+    def scored(cls, entry: Mapping[str, Any]) -> TaskResult:
+        """A task entry of a scored document, its figures kept: what the reports read."""
+        return replace(cls.from_json(entry), figures={k: v for k, v in entry.items() if k not in _ENTRY_KEYS})
 
 
 @dataclass(frozen=True)
@@ -249,8 +263,30 @@ class ResultsFile:
         return cls(dict(doc["header"]), info, tuple(TaskResult.from_json(t) for t in doc["tasks"]))
 
 
+class ScoredDocument(dict[str, Any]):
+    """A scored results document (:func:`.document.score`): the JSON values written to the file,
+    holding its tasks also as the :class:`TaskResult`\\ s (figures included) they were made from,
+    so the reports of a run read the records without parsing its entries again."""
+
+    results: tuple[TaskResult, ...]
+
+    def __init__(self, document: Mapping[str, Any], results: tuple[TaskResult, ...]) -> None:
+        super().__init__(document)
+        self.results = results
+
+
+def task_results(document: Mapping[str, Any]) -> tuple[TaskResult, ...]:
+    """The scored task results of a document: the scorer's own, else (a document built by hand or
+    copied) its task entries read back with their figures."""
+    if isinstance(document, ScoredDocument):
+        return document.results
+    return tuple(TaskResult.scored(t) for t in document.get("tasks") or ())
+
+
 _WIRE_FIELDS = tuple(f.name for f in fields(TestOutcome))
 _WIRE_NAMES = frozenset(_WIRE_FIELDS)
 _FACT_FIELDS = tuple(f.name for f in fields(TaskFacts))
 #: Task entry keys besides identity and tests that a TaskResult keeps (absent or null: the default).
 _ENTRY_FACTS = ("node", "n_turns", "n_tests", "entry_points", "metadata", "markers", "prompts", "answers")
+#: Keys of a task entry that are not figures.
+_ENTRY_KEYS = frozenset({"subset", "task_id", *_ENTRY_FACTS, "tests"})
