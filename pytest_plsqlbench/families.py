@@ -56,16 +56,12 @@ class Column:
     unit: str = "percent"
     #: The HTML chart a ``percent`` column is drawn in: columns of one chart must be comparable
     #: (scores with scores; shares of failure types or of B2 bins in charts of their own).
-    #: A key of :data:`CHARTS`, or any other title.
+    #: ``scores`` (:data:`CHARTS`) or a key of the family's ``charts``, or any other title.
     chart: str = "scores"
 
 
-#: Titles of the report's charts by :attr:`Column.chart` key (other keys are shown as the title).
-CHARTS = {
-    "scores": "Scores by subset (%), with 95% CIs",
-    "failure_types": "Failure types (% of tasks)",
-    "b2_bins": "B2 speed-up bins (% of admitted B2 tasks)",
-}
+#: The core's chart titles by :attr:`Column.chart` key; a family adds its own (``Family.charts``).
+CHARTS = {"scores": "Scores by subset (%), with 95% CIs"}
 
 
 @dataclass(frozen=True)
@@ -117,6 +113,8 @@ class MetricFamily:
     sources: ClassVar[Mapping[str, str]] = {}
     #: The leaderboard's facts about the family's datasets (None: its subsets are not ranked).
     leaderboard: ClassVar[Leaderboard | None] = None
+    #: Titles of the family's own charts by :attr:`Column.chart` key.
+    charts: ClassVar[Mapping[str, str]] = {}
 
     def task_figures(self, scores: TaskScores, task: TaskResult) -> dict[str, Any]:
         """Figures of one task (all samples), merged into its entry in the document."""

@@ -524,6 +524,8 @@ class Family(Protocol):
     sources: ClassVar[Mapping[str, str]]
     #: Its datasets on the leaderboard (splits, notes); None: its subsets are not ranked.
     leaderboard: ClassVar[Leaderboard | None]
+    #: Titles of its own HTML charts by ``Column.chart`` key (the core titles ``scores``).
+    charts: ClassVar[Mapping[str, str]]
 
     def task_figures(self, scores: TaskScores, task: TaskResult) -> dict[str, Any]: ...
 

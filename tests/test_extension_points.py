@@ -157,6 +157,7 @@ def test_the_family_registry_takes_the_protocol_not_the_base_class() -> None:
         loaders = frozenset()
         sources = {}
         leaderboard = None
+        charts = {}
 
         def task_figures(self, scores, task):
             return {}

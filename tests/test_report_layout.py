@@ -170,3 +170,6 @@ def test_share_columns_are_charted_apart_from_scores() -> None:
     assert not bars(dom, "b2_bins")  # no B2 figures: no empty chart
     titles = [s["id"] for s in dom.find("svg", class_="chart")]
     assert titles == ["chart-subsets", "chart-failure_types"]
+    # Each chart is titled by whoever owns its kind: the core the scores, the family its shares.
+    assert "<title>Scores by subset (%), with 95% CIs</title>" in html(document)
+    assert "<title>Failure types (% of tasks)</title>" in html(document)

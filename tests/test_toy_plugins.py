@@ -235,6 +235,7 @@ class ToyFamily:
     external_figures = frozenset()
     loaders = frozenset({"toy"})
     sources = {}
+    charts = {}
     leaderboard = Leaderboard(splits={"test": ("toy_board",)}, notes={"toy_board": "the toy board has two tasks"})
 
     def task_figures(self, scores, task):

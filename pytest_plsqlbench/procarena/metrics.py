@@ -158,6 +158,10 @@ class ProcArenaFamily(CoreFamily):
     #: Interactive EX over the Direct EX of another run's results: kept as the file states it.
     external_figures = frozenset({"retention"})
     loaders = frozenset({loader.LOADER, plforge.LOADER})
+    charts = {
+        "failure_types": "Failure types (% of tasks)",
+        "b2_bins": "B2 speed-up bins (% of admitted B2 tasks)",
+    }
 
     def subset_figures(self, data: SubsetInput) -> dict[str, Any]:
         figures = super().subset_figures(data)

@@ -102,7 +102,7 @@ def _chart(document: Mapping[str, Any]) -> str:
                 continue
             chart_id = "chart-subsets" if kind == "scores" else f"chart-{_slug(kind)}"
             chart_id += "" if n == 0 else f"-{_slug(family.name)}"
-            charts.append(bar_chart(groups, labels, chart_id=chart_id, title=families.CHARTS.get(kind, kind), kind=kind))
+            charts.append(bar_chart(groups, labels, chart_id=chart_id, title={**families.CHARTS, **family.charts}.get(kind, kind), kind=kind))
     return "\n".join(charts)
 
 
