@@ -324,7 +324,8 @@ def test_an_output_too_large_for_a_test_is_not_kept(tmp_path):
     path = tmp_path / "p.jsonl"
     path.write_text(json.dumps(row) + "\n")
     (task,) = sources.read_mbpp_plus(path)
-    sources.run_references([task], 5.0)
+    for job in sources.reference_jobs([task]):
+        sources.run_reference_job(job, 5.0)
     assert isinstance(task.cases[2].expected, Oversized) and task.cases[2].expected.repr_length == 60002
     typed = type_task(task)
     assert [(d.case_id, d.reason, d.detail) for d in typed.dropped] == [

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import os
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -337,7 +338,7 @@ class TypedStream:
         return len(self.tasks)
 
     def __iter__(self) -> Iterator[Typed]:
-        workers = sources._workers()
+        workers = max(1, min(16, os.cpu_count() or 2))  # the canonical solutions' sandboxed runs
         # One fork server more than pool threads: the lossy re-runs of this thread never wait.
         with zygotes(workers + 1):
             pool = ThreadPoolExecutor(max_workers=workers)

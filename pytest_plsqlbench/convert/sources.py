@@ -13,7 +13,6 @@ import ast
 import json
 import logging
 from collections.abc import Iterator, Mapping
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -165,7 +164,7 @@ def case_id(origin: str, index: int) -> str:
 
 # --------------------------------------------------------------------------- MBPP+
 def read_mbpp_plus(path: Path) -> list[SourceTask]:
-    """evalplus MBPP+ records; expected outputs still to be computed (see :func:`run_references`)."""
+    """evalplus MBPP+ records; expected outputs still to be computed (see :func:`run_reference_job`)."""
     required: dict[str, Any] = {
         "task_id": str,
         "prompt": str,
@@ -287,18 +286,6 @@ def run_reference_job(job: Job, timeout: float) -> None:
         length = len(repr(out))
         if length > MAX_CASE_CHARS:
             c.expected = Oversized(length)  # too large for a test: do not hold megabytes until then
-
-
-def run_references(tasks: list[SourceTask], timeout: float, workers: int | None = None) -> None:
-    """Fill in expected outputs of MBPP+ cases by running each task's canonical solution."""
-    with ThreadPoolExecutor(max_workers=workers or _workers()) as pool:
-        list(pool.map(lambda job: run_reference_job(job, timeout), reference_jobs(tasks)))
-
-
-def _workers() -> int:
-    import os
-
-    return max(1, min(16, os.cpu_count() or 2))
 
 
 # --------------------------------------------------------------------------- sanitized MBPP

@@ -243,10 +243,6 @@ def walk(t: SqlType) -> Iterable[SqlType]:
     yield t
 
 
-def has_number(t: SqlType) -> bool:
-    return any(isinstance(x, Scalar) and x.kind == "number" for x in walk(t))
-
-
 def only_ordered(t: SqlType) -> bool:
     """True when every collection in ``t`` compares in order (plain equality suffices)."""
     return all(not isinstance(x, ListT) or x.order == "list" for x in walk(t))

@@ -12,13 +12,11 @@ answers are not reused for a different prompt -- which is what a benchmark wants
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 
 from .. import registry
 from ..answers import Answer, Exchange
 from ..tasks import Task, Turn
-
-Message = Mapping[str, str]
 
 SCHEMA_HEADER = "Database schema (DDL):"
 TASK_HEADER = "Task:"
