@@ -46,8 +46,6 @@ ALLOWED: dict[tuple[str, str], int] = {
     # `Task.dialect` a plain str (tasks.py's comment).
     ("tasks.py", "str postgres"): 2,
     ("tasks.py", "str oracle"): 2,
-    # Step 15 (runner.py is being rewritten): `Execution` from `protocols`.
-    ("runner.py", "import pytest_plsqlbench.dialects.base"): 1,
 }
 
 
