@@ -69,7 +69,7 @@ def _judged(judge: Judge, ctx: JudgeContext, turn_index: int, test: UnitTest, ex
     except Exception as exc:  # noqa: BLE001 - counted against the answer, with the reason
         log.warning("judge %s raised on %s %s: %r", judge.kind, ctx.task.id, test.id, exc)
         return Verdict(turn_index, test.id, False, outcomes.WRONG_OUTPUT,
-                           f"the output could not be judged ({type(exc).__name__}: {exc}); counted as a failure")
+                       f"the output could not be judged ({type(exc).__name__}: {exc}); counted as a failure")
 
 
 def _answers_own(exc: InfrastructureError) -> bool:
@@ -470,7 +470,7 @@ class TaskRun:
         if state.blocked is not None:
             b = state.blocked
             return Verdict(turn_index, test.id, False, b.failure_class, b.message, error_code=b.error_code,
-                               extra=dict(b.extra))
+                           extra=dict(b.extra))
         execution = judge.execute(self.ctx, turn_index, test, state.answer.code or "")
         if judge.mode == "cumulative":
             self._cumulative.append((turn_index, test))

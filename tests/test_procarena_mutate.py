@@ -375,7 +375,7 @@ def test_oracle_mutation_run_on_a_stand_in(monkeypatch: pytest.MonkeyPatch) -> N
         n = len(task.turns[0].tests)
         if "NULL;" in code:
             return [Verdict(1, f"call-{k}", False, outcomes.INVALID_ARTIFACT,
-                                "the answer failed to install: [ORA-24344] success with compilation error") for k in range(1, n + 1)]
+                            "the answer failed to install: [ORA-24344] success with compilation error") for k in range(1, n + 1)]
         if " >= " in code and " >= " not in spec.gold:
             return [Verdict(1, f"call-{k}", True) for k in range(1, n + 1)]
         return [Verdict(1, "call-1", True), *(Verdict(1, f"call-{k}", False, outcomes.WRONG_OUTPUT, "table differs")

@@ -220,7 +220,7 @@ class ToyEqualJudge(Judge):
         except ValueError:
             ok = False
         return Verdict(turn, test.id, ok, outcomes.PASSED if ok else outcomes.WRONG_OUTPUT,
-                           "" if ok else f"got {got!r}", [str(test.options["want"])], list(execution.lines))
+                       "" if ok else f"got {got!r}", [str(test.options["want"])], list(execution.lines))
 
 
 class ToyFamily:

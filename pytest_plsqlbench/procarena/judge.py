@@ -282,7 +282,7 @@ class CallSuiteJudge(Judge):
         if cand.error is not None:
             cls = cand.error.failure_class if cand.error.failure_class not in outcomes.EXCLUDED else outcomes.WRONG_OUTPUT
             out = Verdict(turn, test.id, False, cls, f"the call raised (PLForge: any exception fails): "
-                              f"{cand.error.short()}", error_code=cand.error.code)
+                          f"{cand.error.short()}", error_code=cand.error.code)
             out.extra["failure_type"] = ft.of_call(
                 candidate_error=(cand.error.code, cand.error.failure_class, cand.error.message), gold_raised=None,
                 candidate=self._state(ctx).answer, gold=ctx.task.turns[0].reference or "")

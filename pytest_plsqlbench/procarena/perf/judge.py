@@ -303,7 +303,7 @@ class PerfJudge(Judge):
         if rejection:
             cls = {"compile": outcomes.INVALID_ARTIFACT, "runtime": outcomes.WRONG_OUTPUT}.get(rejection, outcomes.WRONG_OUTPUT)
             out = Verdict(turn, test.id, False, cls, f"B2 gate: {bm.REJECTION_LABELS[rejection]}: {record.get('why')}",
-                              score=0.0)
+                          score=0.0)
         elif record.get("acceleration") is None:
             out = Verdict(turn, test.id, True, message=str(record.get("why") or ""))
         else:
@@ -316,7 +316,7 @@ class PerfJudge(Judge):
                 # Slower than gold beyond the interval: a failed item; the metrics still take
                 # its ratios (the record stays admitted).
                 out = Verdict(turn, test.id, False, outcomes.WRONG_OUTPUT,
-                                  f"B2: the answer is slower than gold: {text}", score=float(record["acceleration"]))
+                              f"B2: the answer is slower than gold: {text}", score=float(record["acceleration"]))
             else:
                 out = Verdict(turn, test.id, True, score=float(record["acceleration"]), message=text)
         out.extra["b2"] = record
