@@ -93,7 +93,8 @@ class Harness:
             self._lookahead_decided = True
             if not self.settings.database.no_lookahead and lookahead_enabled(self.config):
                 self._lookahead = Lookahead(
-                    [(item, item.task_node if isinstance(item, PlsqlItem) else None) for item in session.items]
+                    [(item, item.task_node if isinstance(item, PlsqlItem) else None) for item in session.items],
+                    self.judges,
                 )
         return self._lookahead
 
@@ -464,7 +465,8 @@ def make_record(item: PlsqlItem, phase: str, excinfo: pytest.ExceptionInfo[BaseE
     if not node.reported_task:
         node.reported_task = True
         facts = TaskFacts(
-            metadata=dict(task.metadata),
+            # The results file keeps the reason a task cannot run among its facts.
+            metadata={**task.metadata, "not_runnable": task.not_runnable} if task.not_runnable else dict(task.metadata),
             markers=list(task.markers),
             n_tests=task.n_tests,
             entry_points=list(task.entry_points),

@@ -129,6 +129,12 @@ class Judge:
 
     kind: ClassVar[str] = ""
     mode: ClassVar[JudgeMode] = "isolated"
+    #: When :meth:`prepare` runs among the task's judges, lowest first (ties: first test's order).
+    prepare_order: ClassVar[int] = 100
+    #: The verdict depends only on whether the test's script raised, not on what it printed:
+    #: such tests may be run in one batch per turn and ahead of pytest on a thread, and the
+    #: session checks the installed answer first (``Session.before_assert_tests``).
+    error_only: ClassVar[bool] = False
 
     def validate(self, test: UnitTest) -> None:
         """Raise ``ValueError`` naming the test if it is not well formed for this kind."""
@@ -244,6 +250,7 @@ class AssertJudge(Judge):
     whether the test passed is the script's alone."""
 
     kind = "assert"
+    error_only = True
 
     def judge(self, ctx: JudgeContext, turn: int, test: UnitTest, execution: Execution) -> Verdict:
         if execution.error is None:
@@ -308,6 +315,7 @@ class RowsJudge(OutputJudge):
     """Output lines equal the gold rows (given, or the gold SQL's result), up to column order."""
 
     kind = "rows"
+    prepare_order = 10  # after the reference capture, as before judges were pluggable
 
     def validate(self, test: UnitTest) -> None:
         kinds.check_rows(test)
@@ -344,6 +352,7 @@ class ReferenceJudge(Judge):
     """Output equals what the reference answer printed for the same script in a clean state (Spider2)."""
 
     kind = "reference"
+    prepare_order = 0
 
     def needs_expectation(self, test: UnitTest) -> bool:
         return True

@@ -11,8 +11,9 @@ Nothing about the evaluation changes, only when it happens: the same calls, on t
 connection, in the same order (finish the previous task, set up this one, each test in item
 order), one block at a time. A stored exception is raised where pytest would have met it.
 
-Only ``assert`` tasks (MBPP-style) take part: their tests are judged by the server alone, so a
-thread sharing the interpreter with pytest's reporting cannot change a verdict. Tasks judged
+Only tasks whose every test is judged error-only (``Judge.error_only``: MBPP's ``assert``) take
+part: the server alone decides them, so a thread sharing the interpreter with pytest's reporting
+cannot change a verdict. Tasks judged
 by client-side timing (ProcArena B2) or by other judges run as before. The order comes from
 ``session.items`` once. Tasks pytest skips before setting them up are stepped over (a run a
 job already started for one is ended unused); if pytest asks for a task out of that order (a
@@ -24,7 +25,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -34,6 +35,7 @@ from .errors import InfrastructureError
 
 if TYPE_CHECKING:
     from .outcomes import Verdict
+    from .protocols import Judge
     from .runner import TaskRun
     from .tasks import Task, Turn, UnitTest
 
@@ -100,13 +102,13 @@ def _passes_through(exc: BaseException) -> bool:
     return isinstance(exc, (KeyboardInterrupt, SystemExit, GeneratorExit))
 
 
-def eligible(node: TaskBlock) -> bool:
-    """Tasks whose every test is an ``assert`` test on an installed answer, and that can run."""
+def eligible(node: TaskBlock, judges: Mapping[str, Judge]) -> bool:
+    """Tasks whose every test is judged error-only on an installed answer, and that can run."""
     task = node.task
     return (
         task.answer_mode == "install"
-        and not task.metadata.get("not_runnable")
-        and all(test.kind == "assert" for turn in task.turns for test in turn.tests)
+        and task.not_runnable is None
+        and all(judges[test.kind].error_only for turn in task.turns for test in turn.tests)
     )
 
 
@@ -140,9 +142,9 @@ def _per_test_timeout(config: pytest.Config) -> bool:
         return False
 
 
-def blocks_of(items: Sequence[tuple[Any, TaskBlock | None]]) -> list[Block]:
+def blocks_of(items: Sequence[tuple[Any, TaskBlock | None]], judges: Mapping[str, Judge]) -> list[Block]:
     """Consecutive items of one task node, from ``(item, its task node)`` pairs in run order
-    (the node is ``None`` for an item that is not a benchmark test)."""
+    (the node is ``None`` for an item that is not a benchmark test); ``judges`` by kind."""
     blocks: list[Block] = []
     last = None
     for item, node in items:
@@ -153,14 +155,14 @@ def blocks_of(items: Sequence[tuple[Any, TaskBlock | None]]) -> list[Block]:
             blocks[-1].items.append(item)
         else:
             # A task pytest will skip before setting it up (a skip mark) is not run ahead.
-            blocks.append(Block(node, [item], eligible(node) and item.get_closest_marker("skip") is None))
+            blocks.append(Block(node, [item], eligible(node, judges) and item.get_closest_marker("skip") is None))
         last = node
     return blocks
 
 
 class Lookahead:
-    def __init__(self, items: Sequence[tuple[Any, TaskBlock | None]]) -> None:
-        self.blocks = blocks_of(items)
+    def __init__(self, items: Sequence[tuple[Any, TaskBlock | None]], judges: Mapping[str, Judge]) -> None:
+        self.blocks = blocks_of(items, judges)
         #: Index of the block pytest sets up next.
         self.pos = 0
         self.active = True

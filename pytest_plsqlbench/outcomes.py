@@ -62,8 +62,6 @@ class Verdict:
     """What a judge found of one unit test of one turn. The item adds its identity and makes the
     record that travels to the report (:class:`pytest_plsqlbench.results.record.TestOutcome`)."""
 
-    __test__ = False  # not a pytest test class (test modules still import it as TestOutcome)
-
     turn: int
     test_id: str
     passed: bool
@@ -86,8 +84,3 @@ class Verdict:
     @property
     def excluded(self) -> bool:
         return self.failure_class in EXCLUDED
-
-
-#: The verdict's old name, for the modules not yet moved to :class:`Verdict` (``runner.py``,
-#: ``procarena/``: other branches of issue 30 edit them now); deleted once they use the new name.
-TestOutcome = Verdict

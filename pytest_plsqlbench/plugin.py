@@ -335,7 +335,7 @@ def pytest_configure(config: pytest.Config) -> None:
                     what = f"item of subset {task.subset}" if mark == subset_marker(task.subset) else "benchmark task marker"
                     config.addinivalue_line("markers", f"{mark}: {what}")
                     known.add(mark)
-    runnable = any(not t.metadata.get("not_runnable") for _, ts in tasks.values() for t in ts)
+    runnable = any(t.not_runnable is None for _, ts in tasks.values() for t in ts)
     if getattr(config, "workerinput", None) is None and not collect_only and runnable:
         # Before any worker starts (and before a model is asked): a database this run cannot
         # have is one usage error, not an infrastructure error per item.
@@ -404,7 +404,7 @@ def pytest_collection_finish(session: pytest.Session) -> None:
         return
     _freeze_heap()
     tasks = {id(i.task_node.task): i.task_node.task for i in session.items if isinstance(i, PlsqlItem)}
-    runnable = [t for t in tasks.values() if not t.metadata.get("not_runnable")]
+    runnable = [t for t in tasks.values() if t.not_runnable is None]
     if runnable:  # never pay for answers to tasks that will be skipped
         config.hook.pytest_plsql_prefetch(config=config, tasks=runnable)
 
@@ -414,7 +414,7 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
     """Tasks the data at hand cannot run are collected (they belong to the subset) but skipped
     with the loader's reason, before any answer is asked for or any database is touched."""
     if isinstance(item, PlsqlItem):
-        why = item.task_node.task.metadata.get("not_runnable")
+        why = item.task_node.task.not_runnable
         if why:
             pytest.skip(f"not runnable: {why}")
 

@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from .families import Column, Leaderboard, SubsetInput
     from .judges import JudgeContext
     from .metrics import TaskScores
-    from .outcomes import TestOutcome
+    from .outcomes import Verdict
     from .results.record import TaskResult
     from .settings import DatabaseSettings, Settings
     from .tasks import Turn, UnitTest
@@ -489,6 +489,12 @@ class Judge(Protocol):
 
     kind: ClassVar[str]
     mode: ClassVar[Literal["isolated", "cumulative"]]
+    #: Order of :meth:`prepare` among the task's judges, lowest first (the base: 100; the
+    #: reference capture 0, gold rows 10).
+    prepare_order: ClassVar[int]
+    #: The verdict depends only on whether the script raised: such tests may be batched, run
+    #: ahead on a thread, and get ``Session.before_assert_tests`` after the install.
+    error_only: ClassVar[bool]
 
     def validate(self, test: UnitTest) -> None: ...
 
@@ -498,7 +504,7 @@ class Judge(Protocol):
 
     def execute(self, ctx: JudgeContext, turn: int, test: UnitTest, answer: str) -> Execution: ...
 
-    def judge(self, ctx: JudgeContext, turn: int, test: UnitTest, execution: Execution) -> TestOutcome: ...
+    def judge(self, ctx: JudgeContext, turn: int, test: UnitTest, execution: Execution) -> Verdict: ...
 
     def empty_answer_passes(self, ctx: JudgeContext, turn: int, test: UnitTest) -> bool | None: ...
 

@@ -29,12 +29,13 @@ from typing import Protocol
 
 from . import outcomes, registry
 from .answers import Answer
-from .dialects.base import Backend, Execution
 from .episode import Episode
 from .errors import FixtureError, InfrastructureError
 from .judges import DEFAULT as DEFAULT_JUDGES
-from .judges import AssertJudge, Judge, JudgeContext, JudgeRegistry
-from .outcomes import TestOutcome
+from .judges import Judge, JudgeContext, JudgeRegistry
+from .outcomes import Verdict
+from .protocols import BackendBase as Backend
+from .protocols import Execution
 from .settings import Settings
 from .tasks import Task, Turn, UnitTest
 
@@ -53,7 +54,7 @@ class SafetyCheck(Protocol):
     def __call__(self, task: Task, turn: int, code: str, earlier: Sequence[str] = ()) -> str | None: ...
 
 
-def _judged(judge: Judge, ctx: JudgeContext, turn_index: int, test: UnitTest, execution: Execution) -> TestOutcome:
+def _judged(judge: Judge, ctx: JudgeContext, turn_index: int, test: UnitTest, execution: Execution) -> Verdict:
     """The judge's verdict on what the answer's run produced.
 
     A judge that raises while comparing that output (which the answer controls: a number no
@@ -67,8 +68,8 @@ def _judged(judge: Judge, ctx: JudgeContext, turn_index: int, test: UnitTest, ex
         raise
     except Exception as exc:  # noqa: BLE001 - counted against the answer, with the reason
         log.warning("judge %s raised on %s %s: %r", judge.kind, ctx.task.id, test.id, exc)
-        return TestOutcome(turn_index, test.id, False, outcomes.WRONG_OUTPUT,
-                           f"the output could not be judged ({type(exc).__name__}: {exc}); counted as a failure")
+        return Verdict(turn_index, test.id, False, outcomes.WRONG_OUTPUT,
+                       f"the output could not be judged ({type(exc).__name__}: {exc}); counted as a failure")
 
 
 def _answers_own(exc: InfrastructureError) -> bool:
@@ -80,7 +81,7 @@ def _answers_own(exc: InfrastructureError) -> bool:
 class TurnState:
     answer: Answer
     #: Why the turn's tests fail without running (install error, unsafe, missing answer).
-    blocked: TestOutcome | None = None
+    blocked: Verdict | None = None
     #: What the harness did about the answer while installing it (skipped client commands,
     #: neutralised COMMIT ...), reported with each test of the turn.
     notes: list[str] = field(default_factory=list)
@@ -91,13 +92,13 @@ class TurnState:
 @dataclass
 class TaskReport:
     task: Task
-    outcomes: list[TestOutcome] = field(default_factory=list)
+    outcomes: list[Verdict] = field(default_factory=list)
 
     @property
     def passed(self) -> bool:
         return bool(self.outcomes) and all(o.passed for o in self.outcomes)
 
-    def failures(self) -> list[TestOutcome]:
+    def failures(self) -> list[Verdict]:
         return [o for o in self.outcomes if not o.passed]
 
 
@@ -144,7 +145,7 @@ class TaskRun:
         self.batch = batch and task.answer_mode == "install" and not any(
             self.judges[test.kind].mode == "cumulative" for turn in task.turns for test in turn.tests)
         #: Outcomes a batch decided, until their items ask for them; turns already batched.
-        self._batched: dict[tuple[int, str], TestOutcome] = {}
+        self._batched: dict[tuple[int, str], Verdict] = {}
         self._batched_turns: set[int] = set()
         #: The task's answers lost their session twice running one test: a later loss under
         #: them is theirs at once (the next test's first attempt only meets what is left of it).
@@ -183,9 +184,7 @@ class TaskRun:
         for turn in self.task.turns:
             for test in turn.tests:
                 by_kind.setdefault(test.kind, []).append((turn, test))
-        # Reference capture before gold rows, as before judges were pluggable.
-        order = sorted(by_kind, key=lambda k: (k != "reference", k != "rows"))
-        for kind in order:
+        for kind in sorted(by_kind, key=lambda k: self.judges[k].prepare_order):  # stable: ties keep test order
             self.judges[kind].prepare(self.ctx, by_kind[kind])
 
     def _empty_answer_passes(self) -> bool:
@@ -238,7 +237,7 @@ class TaskRun:
         answer = state.answer
 
         def blocked(cls: str, message: str) -> None:
-            state.blocked = TestOutcome(turn=index, test_id="", passed=False, failure_class=cls, message=message)
+            state.blocked = Verdict(turn=index, test_id="", passed=False, failure_class=cls, message=message)
 
         if answer.status == "not_generated":
             blocked(outcomes.NOT_GENERATED, f"not generated: {answer.error or 'no answer'}")
@@ -274,18 +273,18 @@ class TaskRun:
         execution = session.run(code, isolated=False, phase="install")
         state.notes = list(execution.notes)
         err = execution.error
-        if err is None and any(t.kind == "assert" for t in self.task.turns[index - 1].tests):
+        if err is None and any(self.judges[t.kind].error_only for t in self.task.turns[index - 1].tests):
             err = session.before_assert_tests()
             failure = "the answer cannot be tested" if err is not None else failure
         if err is not None:
-            state.blocked = TestOutcome(index, "", False, err.failure_class, f"{failure}: {err.short()}", error_code=err.code)
+            state.blocked = Verdict(index, "", False, err.failure_class, f"{failure}: {err.short()}", error_code=err.code)
 
     def _safety_check(self, index: int, code: str) -> str | None:
         assert self.safety is not None
         earlier = tuple(t.answer.code or "" for t in self.turns[: index - 1])
         return self.safety(self.task, index, code, earlier=earlier)
 
-    def outcomes(self, plan: Iterable[tuple[int, UnitTest]]) -> Iterator[TestOutcome]:
+    def outcomes(self, plan: Iterable[tuple[int, UnitTest]]) -> Iterator[Verdict]:
         """The verdict of each planned test, in plan order, each run when asked for: the one way
         a started task's tests are evaluated, whichever driver asks (pytest's items one by one,
         the look-ahead all at once). Batching is a step inside (:meth:`_from_batch`), not a path.
@@ -297,7 +296,7 @@ class TaskRun:
         for turn_index, test in plan:
             yield self.run_test(turn_index, test)
 
-    def run_test(self, turn_index: int, test: UnitTest) -> TestOutcome:
+    def run_test(self, turn_index: int, test: UnitTest) -> Verdict:
         """Run one unit test (installing earlier turns first); never raises for model faults.
 
         Everything done for the answer here (installs, reinstalls after a lost session, the
@@ -307,7 +306,7 @@ class TaskRun:
         t0 = time.monotonic()
         budget = self.task_timeout
         if budget and self.spent >= budget:
-            return TestOutcome(
+            return Verdict(
                 turn_index, test.id, False, outcomes.TIMEOUT,
                 f"not run: the answer used up its task's time budget of {budget:g}s (--plsql-task-timeout)",
             )
@@ -334,7 +333,7 @@ class TaskRun:
             outcome.message = "\n".join(m for m in (outcome.message, f"safety warning: {warning}") if m)
         return outcome
 
-    def _run_test_attempts(self, turn_index: int, test: UnitTest) -> TestOutcome:
+    def _run_test_attempts(self, turn_index: int, test: UnitTest) -> Verdict:
         try:
             outcome = self._run_test_once(turn_index, test)
             self._kills_its_session = False  # it met a live session: a later loss starts afresh
@@ -350,7 +349,7 @@ class TaskRun:
                     self._kills_its_session = True
                     # The session was lost twice running the same answer, and nothing says the
                     # harness or anyone else ended it: the answer's failure (documented class).
-                    outcome = TestOutcome(
+                    outcome = Verdict(
                         turn_index, test.id, False, getattr(second, "repeat_class", outcomes.WRONG_OUTPUT),
                         f"the answer's session was lost again when run a second time: {second}",
                     )
@@ -358,18 +357,18 @@ class TaskRun:
                     # (else it would meet the closed connection, not the answer).
                     self._recover_quietly(turn_index)
                 else:
-                    outcome = TestOutcome(
+                    outcome = Verdict(
                         turn_index, test.id, False, outcomes.INFRASTRUCTURE,
                         f"infrastructure error (after one retry): {second}",
                     )
         return outcome
 
     # ----------------------------------------------------------------- batches
-    def _from_batch(self, turn_index: int, test: UnitTest) -> TestOutcome | None:
-        """The test's outcome from a batch of its turn's ``assert`` tests, or None (run it alone).
+    def _from_batch(self, turn_index: int, test: UnitTest) -> Verdict | None:
+        """The test's outcome from a batch of its turn's error-only tests, or None (run it alone).
 
-        Once a turn's answer is installed (its first test ran on its own), the next ``assert``
-        test runs that test and the turn's later ``assert`` tests in one round trip
+        Once a turn's answer is installed (its first test ran on its own), the next error-only
+        test runs that test and the turn's later error-only tests in one round trip
         (:meth:`Session.run_batch`), each undone as on its own. Every
         outcome the session is not certain of, and the whole batch when anything about it was
         unusual, is left to the ordinary path, so each item's outcome is the one it would have
@@ -399,11 +398,10 @@ class TaskRun:
             return None
         if results is None:
             return None
-        judge = self.judges[test.kind]
         for t, result in zip(chosen, results):
             if result is None:
                 continue
-            outcome = _judged(judge, self.ctx, turn_index, t, Execution(error=result.error))
+            outcome = _judged(self.judges[t.kind], self.ctx, turn_index, t, Execution(error=result.error))
             if state.notes:
                 outcome.extra["notes"] = "; ".join(state.notes)
             outcome.duration_s = result.duration_s
@@ -420,9 +418,8 @@ class TaskRun:
             pass
 
     def _batchable(self, test: UnitTest) -> bool:
-        """An ``assert`` test judged by the built-in judge, with a script of its own."""
-        return (test.kind == "assert" and test.script is not None
-                and type(self.judges[test.kind]) is AssertJudge)
+        """A test with a script of its own whose judge needs only whether it raised."""
+        return test.script is not None and self.judges[test.kind].error_only
 
     def _restart_rollout(self, turn_index: int) -> None:
         session = self.backend.session()
@@ -457,7 +454,7 @@ class TaskRun:
         self._replay_cumulative()
         self._epoch = session.scope_epoch
 
-    def _run_test_once(self, turn_index: int, test: UnitTest) -> TestOutcome:
+    def _run_test_once(self, turn_index: int, test: UnitTest) -> Verdict:
         if self.backend.session().scope_epoch != self._epoch:
             self._reinstall()
         judge = self.judges[test.kind]
@@ -465,15 +462,15 @@ class TaskRun:
         # (PLSQLBench E.2 leaves reference errors out): check it before the answer's own state.
         if judge.needs_expectation(test) and (turn_index, test.id) not in self.ctx.expected:
             why = self.ctx.reference_error or "no reference output captured"
-            outcome = TestOutcome(turn_index, test.id, False, outcomes.INFRASTRUCTURE, why)
+            outcome = Verdict(turn_index, test.id, False, outcomes.INFRASTRUCTURE, why)
             outcome.extra[outcomes.REFERENCE_FAILED_KEY] = True  # the benchmark's, not the run's (E.2)
             return outcome
         self.ensure_turn(turn_index)
         state = self.turns[turn_index - 1]
         if state.blocked is not None:
             b = state.blocked
-            return TestOutcome(turn_index, test.id, False, b.failure_class, b.message, error_code=b.error_code,
-                               extra=dict(b.extra))
+            return Verdict(turn_index, test.id, False, b.failure_class, b.message, error_code=b.error_code,
+                           extra=dict(b.extra))
         execution = judge.execute(self.ctx, turn_index, test, state.answer.code or "")
         if judge.mode == "cumulative":
             self._cumulative.append((turn_index, test))

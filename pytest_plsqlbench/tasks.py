@@ -118,9 +118,15 @@ class Task:
     #: Extra pytest markers (``difficulty_advanced``, ``reasoning_aggregation`` ...).
     markers: tuple[str, ...] = ()
     #: Free-form facts for reports (difficulty, db_id, reasoning types, source ids ...).
-    #: ``not_runnable``: why the data at hand cannot run the task; its items are collected,
-    #: then skipped with that reason (never asked for an answer, never scored).
     metadata: Mapping[str, Any] = field(default_factory=dict)
+    #: Why the data at hand cannot run the task (None: it can). Its items are collected, then
+    #: skipped with that reason (never asked for an answer, never scored); the results file
+    #: keeps it as ``metadata.not_runnable``.
+    not_runnable: str | None = None
+    #: Whether the answers can be generated before the run, away from the database (False: the
+    #: worker plays them against its database between turns, e.g. with tools, so they are
+    #: never prefetched).
+    prefetch: bool = True
 
     def __post_init__(self) -> None:
         if not self.dialect:
@@ -156,6 +162,9 @@ class Task:
 
 
 def task_to_dict(task: Task) -> dict[str, Any]:
+    """The task as JSON values; ``not_runnable`` and ``prefetch`` only when not their defaults,
+    so a converted file written before they were fields reads the same."""
+
     def conv(obj: Any) -> Any:
         if hasattr(obj, "__dataclass_fields__"):
             return {f.name: conv(getattr(obj, f.name)) for f in fields(obj)}
@@ -165,7 +174,11 @@ def task_to_dict(task: Task) -> dict[str, Any]:
             return {k: conv(v) for k, v in obj.items()}
         return obj
 
-    return conv(task)
+    data: dict[str, Any] = conv(task)
+    for name, default in (("not_runnable", None), ("prefetch", True)):
+        if data[name] == default:
+            del data[name]
+    return data
 
 
 def task_from_dict(data: Mapping[str, Any]) -> Task:
@@ -200,4 +213,6 @@ def task_from_dict(data: Mapping[str, Any]) -> Task:
         answer_mode=data.get("answer_mode", "install"),
         markers=tuple(data.get("markers") or ()),
         metadata=dict(data.get("metadata") or {}),
+        not_runnable=data.get("not_runnable"),
+        prefetch=bool(data.get("prefetch", True)),
     )

@@ -279,3 +279,29 @@ def test_an_interrupt_while_waiting_for_the_thread_never_shares_the_connection(
     got = _outcomes(doc)
     assert got["t4_c/t1/case-3"][:2] == [True, "passed"]
     assert all(not v[0] for k, v in got.items() if k.startswith("t2_b/"))  # its setup was interrupted
+
+
+def test_a_task_runs_ahead_when_every_judge_is_error_only_and_it_can_run() -> None:
+    """Eligibility asks each test's judge (``Judge.error_only``), not the test's kind name."""
+    from types import SimpleNamespace
+
+    from pytest_plsqlbench.judges import DEFAULT, AssertJudge, JudgeRegistry
+    from pytest_plsqlbench.lookahead import eligible
+    from pytest_plsqlbench.tasks import Task, Turn, UnitTest
+
+    class Raised(AssertJudge):
+        kind = "raised"
+
+    class Printed(AssertJudge):
+        kind = "printed"
+        error_only = False
+
+    judges = JudgeRegistry([*DEFAULT.values(), Raised(), Printed()])
+
+    def node(*kinds: str, not_runnable: str | None = None) -> SimpleNamespace:
+        tests = tuple(UnitTest(f"t{n}", kind, "SELECT 1") for n, kind in enumerate(kinds))
+        return SimpleNamespace(task=Task("t", "s", "postgres", (Turn(1, "p", tests),), not_runnable=not_runnable))
+
+    assert eligible(node("assert", "raised"), judges)  # type: ignore[arg-type]
+    assert not eligible(node("assert", "printed"), judges)  # type: ignore[arg-type]
+    assert not eligible(node("assert", not_runnable="no data"), judges)  # type: ignore[arg-type]

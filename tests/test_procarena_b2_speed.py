@@ -208,7 +208,6 @@ def test_the_answers_warm_ups_are_kept_for_the_check_and_runs_know_whether_it_ra
 
 
 def _judged(monkeypatch: pytest.MonkeyPatch, got: dict[str, timing.Measurement], min_speedup: float = 1.1) -> Any:
-    from pytest_plsqlbench.outcomes import TestOutcome  # noqa: F401 - the judge's result type
     from pytest_plsqlbench.procarena.perf.judge import PerfJudge
 
     bench = SimpleNamespace(MEASURE="buffers", CLOCK="cpu", counter_source="test",

@@ -361,7 +361,7 @@ def test_oracle_mutation_run_on_a_stand_in(monkeypatch: pytest.MonkeyPatch) -> N
     stand-in answering as the Oracle judge words its outcomes): a mutant that compiles with errors is
     stillborn, one whose calls all pass survives, a failing call kills."""
     from pytest_plsqlbench import outcomes
-    from pytest_plsqlbench.outcomes import TestOutcome
+    from pytest_plsqlbench.outcomes import Verdict
     from pytest_plsqlbench.procarena import evaluation
 
     tasks = load(load_manifest(REPO / "tasks" / "procarena-sample.yaml"),
@@ -370,15 +370,15 @@ def test_oracle_mutation_run_on_a_stand_in(monkeypatch: pytest.MonkeyPatch) -> N
     spec = spec_of(task)
     seen: list[str] = []
 
-    def stand_in(backend: object, task_: object, code: str) -> list[TestOutcome]:
+    def stand_in(backend: object, task_: object, code: str) -> list[Verdict]:
         seen.append(code)
         n = len(task.turns[0].tests)
         if "NULL;" in code:
-            return [TestOutcome(1, f"call-{k}", False, outcomes.INVALID_ARTIFACT,
-                                "the answer failed to install: [ORA-24344] success with compilation error") for k in range(1, n + 1)]
+            return [Verdict(1, f"call-{k}", False, outcomes.INVALID_ARTIFACT,
+                            "the answer failed to install: [ORA-24344] success with compilation error") for k in range(1, n + 1)]
         if " >= " in code and " >= " not in spec.gold:
-            return [TestOutcome(1, f"call-{k}", True) for k in range(1, n + 1)]
-        return [TestOutcome(1, "call-1", True), *(TestOutcome(1, f"call-{k}", False, outcomes.WRONG_OUTPUT, "table differs")
+            return [Verdict(1, f"call-{k}", True) for k in range(1, n + 1)]
+        return [Verdict(1, "call-1", True), *(Verdict(1, f"call-{k}", False, outcomes.WRONG_OUTPUT, "table differs")
                                                   for k in range(2, n + 1))]
 
     monkeypatch.setattr(evaluation, "evaluate", stand_in)

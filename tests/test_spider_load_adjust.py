@@ -163,7 +163,7 @@ def test_null_into_a_primary_key_makes_the_database_not_runnable_at_build_time(
         settings = Settings.of(subsets=("spider",), dialect=dialect, data=root, data_cache=tmp_path / "cache")
         tasks, notes = load(load_manifest(MANIFEST), settings, root)
         assert len(tasks) == 22 and all(t.fixtures == () for t in tasks)
-        reasons = {t.metadata["not_runnable"] for t in tasks}
+        reasons = {t.not_runnable for t in tasks}
         assert reasons == {
             (
                 f"data error: schema {OWNER} cannot be loaded: 1 row(s) of {OWNER}.DOCUMENTS insert NULL (or '') "

@@ -44,7 +44,7 @@ from pytest_plsqlbench.families import Column, Leaderboard
 from pytest_plsqlbench.judges import Judge
 from pytest_plsqlbench.lexicon import Lexicon, SafetyRules
 from pytest_plsqlbench.outputs import format_row
-from pytest_plsqlbench.outcomes import TestOutcome
+from pytest_plsqlbench.outcomes import Verdict
 from pytest_plsqlbench.protocols import BackendBase, DbError, Execution, OutputCapture, SessionBase
 from pytest_plsqlbench.reporting.table import family_table_lines
 from pytest_plsqlbench.tasks import Task, Turn, UnitTest
@@ -215,14 +215,14 @@ class ToyEqualJudge(Judge):
 
     def judge(self, ctx, turn, test, execution):
         if execution.error is not None:
-            return TestOutcome(turn, test.id, False, execution.error.failure_class, execution.error.short())
+            return Verdict(turn, test.id, False, execution.error.failure_class, execution.error.short())
         got = execution.lines[0] if execution.lines else ""
         try:
             ok = float(got) == float(test.options["want"])
         except ValueError:
             ok = False
-        return TestOutcome(turn, test.id, ok, outcomes.PASSED if ok else outcomes.WRONG_OUTPUT,
-                           "" if ok else f"got {got!r}", [str(test.options["want"])], list(execution.lines))
+        return Verdict(turn, test.id, ok, outcomes.PASSED if ok else outcomes.WRONG_OUTPUT,
+                       "" if ok else f"got {got!r}", [str(test.options["want"])], list(execution.lines))
 
 
 class ToyFamily:

@@ -128,8 +128,8 @@ def pytest_plsql_generate(
 @pytest.hookimpl(trylast=True)
 def pytest_plsql_prefetch(config: pytest.Config, tasks: Sequence[Task]) -> None:
     settings = model_settings(config)
-    # Interactive episodes are played by the worker that owns the database, not prefetched.
-    tasks = [t for t in tasks if not t.metadata.get("interactive")]
+    # Answers played on the worker against its database (an interactive episode) are not prefetched.
+    tasks = [t for t in tasks if t.prefetch]
     if settings is None or not tasks:
         return
     gen = generation(config, settings)
@@ -250,7 +250,7 @@ def _preflight(config: pytest.Config, settings: Settings, gen: Generation) -> No
 
     tasks = [
         t for _, ts in config.stash.get(TASKS_KEY, {}).values() for t in ts
-        if not t.metadata.get("not_runnable") and not t.metadata.get("interactive")
+        if t.not_runnable is None and t.prefetch
     ]
     try:
         preflight(config, gen.service, tasks, name=settings.model.name or "", model=gen.model,

@@ -41,7 +41,7 @@ def pytest_plsql_load_subset(
             f"subset {manifest.name!r}: the PLSQLBench data must be a folder (a release clone), not {root}"
         )
     tasks, notes = load(manifest, settings, root)
-    runnable = sum(1 for t in tasks if not t.metadata.get("not_runnable"))
+    runnable = sum(1 for t in tasks if t.not_runnable is None)
     log.info("subset %s: %d task(s) from %s, %d runnable", manifest.name, len(tasks), root, runnable)
     reporter(config, settings).add(manifest, tasks, notes)
     return tasks

@@ -10,14 +10,14 @@ from __future__ import annotations
 from ..answers import Answer
 from ..dialects.base import Backend
 from ..judges import DEFAULT, JudgeRegistry
-from ..outcomes import TestOutcome
+from ..outcomes import Verdict
 from ..runner import TaskRun
 from ..tasks import Task
 from .judge import KIND, judges
 from .perf.judge import judges as b2_judges
 
 
-def evaluate(backend: Backend, task: Task, answer: Answer | str | None) -> list[TestOutcome]:
+def evaluate(backend: Backend, task: Task, answer: Answer | str | None) -> list[Verdict]:
     """Every call's outcome for one answer (tests, validate)."""
     registry = JudgeRegistry(list(DEFAULT.values()) + judges() + b2_judges())
     run = TaskRun(backend, task, [answer], judges=registry)

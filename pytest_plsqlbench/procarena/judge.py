@@ -26,7 +26,7 @@ from typing import Any
 from .. import outcomes
 from ..dialects.base import Backend, DbError, Execution
 from ..judges import Judge, JudgeContext
-from ..outcomes import TestOutcome
+from ..outcomes import Verdict
 from ..tasks import Task, UnitTest
 from . import failure_types as ft
 from . import hollow
@@ -247,12 +247,12 @@ class CallSuiteJudge(Judge):
         state.results[n] = CallResult.of(done, state.access.snapshot())
         return done
 
-    def judge(self, ctx: JudgeContext, turn: int, test: UnitTest, execution: Execution) -> TestOutcome:
+    def judge(self, ctx: JudgeContext, turn: int, test: UnitTest, execution: Execution) -> Verdict:
         state = self._state(ctx)
         gold: CallResult = ctx.expected[(turn, test.id)]
         cand = state.results[int(test.options["call"])]
         if state.install_problem:
-            out = TestOutcome(turn, test.id, False, outcomes.INVALID_ARTIFACT, state.install_problem)
+            out = Verdict(turn, test.id, False, outcomes.INVALID_ARTIFACT, state.install_problem)
             out.extra["failure_type"] = ft.CONTRACT
             return out
         if judging(ctx.task) == "plforge":
@@ -260,14 +260,14 @@ class CallSuiteJudge(Judge):
         raise_problem = call_problem(gold, cand)
         diffs = st.diff(gold.state, cand.state)
         if raise_problem is None and not diffs:
-            return TestOutcome(turn, test.id, True)
+            return Verdict(turn, test.id, True)
         message = "\n".join(m for m in [raise_problem, *diffs] if m)
         cls, code = outcomes.WRONG_OUTPUT, None
         if cand.error is not None and raise_problem:
             code = cand.error.code
             if cand.error.failure_class not in outcomes.EXCLUDED:
                 cls = cand.error.failure_class
-        out = TestOutcome(turn, test.id, False, cls, message, error_code=code)
+        out = Verdict(turn, test.id, False, cls, message, error_code=code)
         out.extra["failure_type"] = ft.of_call(
             candidate_error=(cand.error.code, cand.error.failure_class, cand.error.message) if cand.error else None,
             gold_raised=gold.raised,
@@ -277,12 +277,12 @@ class CallSuiteJudge(Judge):
         return out
 
     def _judge_plforge(self, ctx: JudgeContext, turn: int, test: UnitTest, gold: CallResult,
-                       cand: CallResult) -> TestOutcome:
+                       cand: CallResult) -> Verdict:
         """PLForge's rule: any exception fails; only the final state (every user table) is compared."""
         if cand.error is not None:
             cls = cand.error.failure_class if cand.error.failure_class not in outcomes.EXCLUDED else outcomes.WRONG_OUTPUT
-            out = TestOutcome(turn, test.id, False, cls, f"the call raised (PLForge: any exception fails): "
-                              f"{cand.error.short()}", error_code=cand.error.code)
+            out = Verdict(turn, test.id, False, cls, f"the call raised (PLForge: any exception fails): "
+                          f"{cand.error.short()}", error_code=cand.error.code)
             out.extra["failure_type"] = ft.of_call(
                 candidate_error=(cand.error.code, cand.error.failure_class, cand.error.message), gold_raised=None,
                 candidate=self._state(ctx).answer, gold=ctx.task.turns[0].reference or "")
@@ -290,8 +290,8 @@ class CallSuiteJudge(Judge):
         last = max(int(t.options["call"]) for t in ctx.task.turns[0].tests if t.kind == KIND)
         diffs = st.diff(gold.state, cand.state) if int(test.options["call"]) == last else []
         if not diffs:
-            return TestOutcome(turn, test.id, True)
-        out = TestOutcome(turn, test.id, False, outcomes.WRONG_OUTPUT, "\n".join(["the final state differs", *diffs]))
+            return Verdict(turn, test.id, True)
+        out = Verdict(turn, test.id, False, outcomes.WRONG_OUTPUT, "\n".join(["the final state differs", *diffs]))
         out.extra["failure_type"] = ft.of_call(candidate_error=None, gold_raised=None, candidate=self._state(ctx).answer,
                                                gold=ctx.task.turns[0].reference or "")
         out.extra["differing_tables"] = st.differing_tables(gold.state, cand.state)

@@ -416,7 +416,7 @@ class TaskScore:
         return [r for r in self.results if r.status == "survived"]
 
 
-def _stillborn(outs: Sequence[outcomes.TestOutcome]) -> str | None:
+def _stillborn(outs: Sequence[outcomes.Verdict]) -> str | None:
     """The install error when the mutant never installed (a syntax or compile error)."""
     if outs and all(not o.passed and o.message.startswith(INSTALL_FAILED) for o in outs):
         return outs[0].message.splitlines()[0][:200]

@@ -222,8 +222,9 @@ def load(manifest: Manifest, settings: Settings, left_out: list[str] | None = No
                                 "safety_allow": ["write"], "source_record": n}
         fixtures: tuple[Fixture, ...] = ()
         description = ""
+        not_runnable = None
         if not owners:
-            meta["not_runnable"] = f"database {rec['database']!r} is not in the release's Spider schemas ({root})"
+            not_runnable = f"database {rec['database']!r} is not in the release's Spider schemas ({root})"
             schema = rec["database"].lower()
         else:
             owner = owners[0]
@@ -248,6 +249,7 @@ def load(manifest: Manifest, settings: Settings, left_out: list[str] | None = No
             id=task_id, subset=manifest.name, dialect=settings.database.dialect,
             turns=(Turn(1, prompt, tests, reference=gold, source_id=task_id),),
             entry_points=(procedure,), fixtures=fixtures, markers=("procarena", "plforge"), metadata=meta,
+            not_runnable=not_runnable,
         ))
     if left_out:
         progress.info("plsqlbench: %s: %d of %d record(s) left out as hollow tasks:\n  %s", manifest.name,

@@ -8,7 +8,7 @@
 * **spider2-mt**: one task per conversation, turns in ``turn_index`` order, per-turn items.
 
 Tasks whose tables are not in the data are still built -- so collection lists every test --
-but carry ``metadata["not_runnable"]`` with the reason; the loader turns that into a skip
+but carry ``Task.not_runnable`` with the reason; the loader turns that into a skip
 that names it, and the end-of-run report counts them. Nothing is dropped without a word.
 """
 
@@ -88,9 +88,9 @@ def _markers(meta: Mapping[str, Any], constructs: Iterable[str]) -> list[str]:
     return list(dict.fromkeys(out))
 
 
-def _with_status(markers: list[str], meta: Mapping[str, Any]) -> tuple[str, ...]:
+def _with_status(markers: list[str], why: str | None) -> tuple[str, ...]:
     """Task markers plus ``not_runnable`` (so ``-m "not not_runnable"`` deselects those)."""
-    return tuple(dict.fromkeys([*markers, *(["not_runnable"] if meta.get("not_runnable") else [])]))
+    return tuple(dict.fromkeys([*markers, *(["not_runnable"] if why else [])]))
 
 
 def _constructs(meta: Mapping[str, Any], reference: str | None) -> tuple[list[str], str | None]:
@@ -267,6 +267,7 @@ def _spider(manifest: Manifest, settings: Settings, root: Path, schema: _Schema)
         if columns:
             options["columns"] = columns
         test = UnitTest(id="result", kind="rows", script=None, options=options)
+        not_runnable = meta.pop("not_runnable", None)  # the resolver's verdict: a field of the task
         tasks.append(
             Task(
                 id=iid,
@@ -276,8 +277,9 @@ def _spider(manifest: Manifest, settings: Settings, root: Path, schema: _Schema)
                 fixtures=fixtures,
                 schema_ddl=ddl,
                 answer_mode="execute",
-                markers=_with_status([], meta),
+                markers=_with_status([], not_runnable),
                 metadata=meta,
+                not_runnable=not_runnable,
             )
         )
     return tasks
@@ -311,6 +313,7 @@ def _spider2_st(manifest: Manifest, settings: Settings, root: Path, schema: _Sch
         constructs, constructs_from = _constructs(annotation, reference)
         meta.update({"db_id": db_id, "tables": tables, "instance_id": iid})
         meta.update(_annotation_meta(annotation, constructs, constructs_from))
+        not_runnable = meta.pop("not_runnable", None)  # the resolver's verdict: a field of the task
         tasks.append(
             Task(
                 id=iid,
@@ -320,8 +323,9 @@ def _spider2_st(manifest: Manifest, settings: Settings, root: Path, schema: _Sch
                 entry_points=_entry_points(reference),
                 fixtures=fixtures,
                 schema_ddl=ddl,
-                markers=_with_status(_markers(annotation, constructs), meta),
+                markers=_with_status(_markers(annotation, constructs), not_runnable),
                 metadata=meta,
+                not_runnable=not_runnable,
             )
         )
     return tasks
@@ -401,6 +405,7 @@ def _spider2_mt(
         if hardest:
             meta["difficulty"] = hardest
         entry_points = tuple(dict.fromkeys(n for t in turns for n in _entry_points(t.reference)))
+        not_runnable = meta.pop("not_runnable", None)  # the resolver's verdict: a field of the task
         tasks.append(
             Task(
                 id=cid,
@@ -410,8 +415,9 @@ def _spider2_mt(
                 entry_points=entry_points,
                 fixtures=fixtures,
                 schema_ddl=ddl,
-                markers=_with_status(markers, meta),
+                markers=_with_status(markers, not_runnable),
                 metadata=meta,
+                not_runnable=not_runnable,
             )
         )
     return tasks

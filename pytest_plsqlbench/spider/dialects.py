@@ -53,7 +53,8 @@ class SpiderDialect(abc.ABC):
     def spider_task(self, question: str, gold: str, reference: str | None,
                     meta: dict[str, Any]) -> tuple[str, str, str | None]:
         """(prompt, gold SQL, reference) of a Spider-PLSQL question; what could not be
-        translated is noted in ``meta`` (``not_runnable`` when the task cannot run)."""
+        translated is noted in ``meta`` (``not_runnable`` when the task cannot run: the builder
+        makes it the task's :attr:`~pytest_plsqlbench.tasks.Task.not_runnable`)."""
 
 
 class Oracle(SpiderDialect):

@@ -122,11 +122,11 @@ class SpiderReport:
         out: dict[str, Any] = {}
         for subset, tasks in self.tasks.items():
             notes = self.notes[subset]
-            runnable = [t for t in tasks if not t.metadata.get("not_runnable")]
+            runnable = [t for t in tasks if t.not_runnable is None]
             reasons: dict[str, list[str]] = defaultdict(list)
             for t in tasks:
-                if t.metadata.get("not_runnable"):
-                    reasons[str(t.metadata["not_runnable"])].append(t.id)
+                if t.not_runnable is not None:
+                    reasons[t.not_runnable].append(t.id)
             recs = [r for r in self.records.values() if r["subset"] == subset and "load_error" not in r]
             load_errors: dict[str, list[str]] = defaultdict(list)
             for r in self.records.values():

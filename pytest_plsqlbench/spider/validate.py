@@ -59,7 +59,7 @@ def validate_subset(settings: Settings, subset_name: str) -> tuple[list[str], bo
         )
         return lines, True
     untranspiled = [t for t in tasks if t.metadata.get("gold_transpiled") is False]
-    candidates = [t for t in tasks if not t.metadata.get("not_runnable")]
+    candidates = [t for t in tasks if t.not_runnable is None]
     ran, empty, failures = 0, 0, []
     errors: Counter[str] = Counter()
     if candidates:
@@ -97,7 +97,7 @@ def validate_subset(settings: Settings, subset_name: str) -> tuple[list[str], bo
         f"{', e.g. on empty tables' if empty else ''}); failed: {len(failures)}"
     )
     for task in untranspiled[:SHOW]:
-        lines.append(f"    not transpiled: {task.id}: {task.metadata.get('not_runnable')}")
+        lines.append(f"    not transpiled: {task.id}: {task.not_runnable}")
     for failure in failures[:SHOW]:
         lines.append(f"    failed: {failure}")
     if errors:

@@ -164,7 +164,7 @@ def pytest_sessionstart(session: pytest.Session) -> None:
             or not is_real_model(settings.model.name) or config.getoption("collectonly", False)):
         return
     tasks = [t for _, ts in config.stash.get(TASKS_KEY, {}).values() for t in ts
-             if is_interactive(t) and not t.metadata.get("not_runnable")]
+             if is_interactive(t) and t.not_runnable is None]
     if not tasks:
         return
     from ..loader import spec_of

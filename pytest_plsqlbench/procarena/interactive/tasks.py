@@ -22,7 +22,8 @@ def build_interactive_task(spec: ProcSpec, subset: str, db_fixture: Fixture,
     assert spec.interactive is not None
     task = build_task(dataclasses.replace(spec, requirement=spec.interactive.requirement), subset, db_fixture)
     metadata = {**task.metadata, "mode": MODE, "interactive": True, "ledger_size": len(spec.interactive.ledger)}
-    return dataclasses.replace(task, metadata=metadata, markers=(*task.markers, "interactive"))
+    # The Solver plays its turns on the worker, against the database: nothing to prefetch.
+    return dataclasses.replace(task, metadata=metadata, markers=(*task.markers, "interactive"), prefetch=False)
 
 
 def is_interactive(task: Task) -> bool:

@@ -34,7 +34,7 @@ from typing import Any
 from ... import outcomes
 from ...dialects.base import Execution
 from ...judges import Judge, JudgeContext
-from ...outcomes import TestOutcome
+from ...outcomes import Verdict
 from ...tasks import UnitTest
 from .. import failure_types as ft
 from .. import state as st
@@ -294,18 +294,18 @@ class PerfJudge(Judge):
                                    interval, ratios=ratios))
         return out
 
-    def judge(self, ctx: JudgeContext, turn: int, test: UnitTest, execution: Execution) -> TestOutcome:
+    def judge(self, ctx: JudgeContext, turn: int, test: UnitTest, execution: Execution) -> Verdict:
         ref, record = self._records.pop(id(ctx))
         assert ref() is ctx
         rejection = record.get("rejection")
         if rejection == "not_measured":
-            return TestOutcome(turn, test.id, False, outcomes.INFRASTRUCTURE, str(record.get("why")))
+            return Verdict(turn, test.id, False, outcomes.INFRASTRUCTURE, str(record.get("why")))
         if rejection:
             cls = {"compile": outcomes.INVALID_ARTIFACT, "runtime": outcomes.WRONG_OUTPUT}.get(rejection, outcomes.WRONG_OUTPUT)
-            out = TestOutcome(turn, test.id, False, cls, f"B2 gate: {bm.REJECTION_LABELS[rejection]}: {record.get('why')}",
-                              score=0.0)
+            out = Verdict(turn, test.id, False, cls, f"B2 gate: {bm.REJECTION_LABELS[rejection]}: {record.get('why')}",
+                          score=0.0)
         elif record.get("acceleration") is None:
-            out = TestOutcome(turn, test.id, True, message=str(record.get("why") or ""))
+            out = Verdict(turn, test.id, True, message=str(record.get("why") or ""))
         else:
             low, high = record["acceleration_interval"]
             text = (f"acceleration {record['acceleration']:.2f} (interval {low:.2f}-{high:.2f}, "
@@ -315,10 +315,10 @@ class PerfJudge(Judge):
             if record.get("slower"):
                 # Slower than gold beyond the interval: a failed item; the metrics still take
                 # its ratios (the record stays admitted).
-                out = TestOutcome(turn, test.id, False, outcomes.WRONG_OUTPUT,
-                                  f"B2: the answer is slower than gold: {text}", score=float(record["acceleration"]))
+                out = Verdict(turn, test.id, False, outcomes.WRONG_OUTPUT,
+                              f"B2: the answer is slower than gold: {text}", score=float(record["acceleration"]))
             else:
-                out = TestOutcome(turn, test.id, True, score=float(record["acceleration"]), message=text)
+                out = Verdict(turn, test.id, True, score=float(record["acceleration"]), message=text)
         out.extra["b2"] = record
         return out
 
