@@ -374,7 +374,7 @@ def pytest_plsql_make_backend(config: pytest.Config, settings: Settings):  # noq
     return registry_of(config).dialect(settings.database.dialect).make_backend(settings, worker_id(config))
 
 
-def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
+def pytest_ignore_collect(config: pytest.Config) -> bool | None:
     """A benchmark run collects only benchmark items unless test paths were given explicitly."""
     if is_active(config) and config.args_source != pytest.Config.ArgsSource.ARGS:
         return True

@@ -39,9 +39,6 @@ from .tools import ENVIRONMENT, NAMES, SCHEMA, SUBMIT_ONLY, Environment, Malform
 
 log = logging.getLogger(__name__)
 
-#: How an episode ended.
-ENDINGS = ("submit", "budget", "step_cap", "time", "refused", "error")
-
 Solver = Callable[[Sequence[Mapping[str, Any]], Sequence[Mapping[str, Any]]], Completion]
 
 SYSTEM = """You are developing a {dialect} stored procedure for a user. The requirement may be incomplete,
