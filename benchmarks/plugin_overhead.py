@@ -16,8 +16,9 @@ included), which shows when a run is bound by the cores rather than by waiting. 
 runs both worker counts interleaved with the bare loop and prints the ``-n 2 / -n 0`` wall
 ratio; ``--first-item`` times instead how long after process start the first smoke item runs.
 ``--base DIR`` runs the plugin also from another checkout (a ``git worktree`` of an earlier
-revision), right after this checkout's run in every round, and prints this checkout's wall and
-controller CPU over the base's: a change's speed measured side by side on the same load.
+revision) beside this checkout's run in every round, each going first every other round (the run
+right after the bare loop reads slower), and prints this checkout's wall and controller CPU over
+the base's: a change's speed measured side by side on the same load (use an even ``--repeat``).
 
 Beside them, pytest's own floor: as many no-op parametrized tests as the subset has unit tests,
 run with the same options and worker counts but without this plugin (``--no-floor`` skips it).
@@ -201,6 +202,10 @@ def compare_base(workers: str, head: list[PluginRun], base: list[PluginRun], whe
             f"{', '.join(f'{r:.2f}' for r in walls)} (median {statistics.median(walls):.2f})")
     if cpus:
         line += f"; controller CPU ratios {', '.join(f'{r:.2f}' for r in cpus)} (median {statistics.median(cpus):.2f})"
+    totals = [sum(h.cpu.values()) / sum(b.cpu.values()) for h, b in zip(head, base, strict=True)
+              if sum(b.cpu.values())]
+    if totals and workers != "0":
+        line += f"; all pytest processes' CPU ratios {', '.join(f'{r:.2f}' for r in totals)} (median {statistics.median(totals):.2f})"
     print(line)
 
 
@@ -227,14 +232,18 @@ def main() -> None:
     floors: dict[str, list[float]] = {w: [] for w in counts}
     base_runs: dict[str, list[PluginRun]] = {w: [] for w in counts}
     statements = tests = 0
-    for _ in range(args.repeat):
+    for round_ in range(args.repeat):
         # Interleaved, so both sides see the same load on a shared machine.
         seconds, statements, tests = bare(args.subset, extra)
         bare_runs.append(seconds)
         for w in counts:
-            runs[w].append(plugin(args.subset, w, extra))
-            if args.base:
+            if args.base and round_ % 2:  # every other round the base goes first: a run right
                 base_runs[w].append(plugin(args.subset, w, extra, str(Path(args.base).resolve())))
+                runs[w].append(plugin(args.subset, w, extra))  # after the bare loop is slower
+            else:
+                runs[w].append(plugin(args.subset, w, extra))
+                if args.base:
+                    base_runs[w].append(plugin(args.subset, w, extra, str(Path(args.base).resolve())))
             if not args.no_floor:
                 floors[w].append(floor(tests, w))
     b = statistics.median(bare_runs)
