@@ -202,6 +202,8 @@ def compare_base(workers: str, head: list[PluginRun], base: list[PluginRun], whe
             f"{', '.join(f'{r:.2f}' for r in walls)} (median {statistics.median(walls):.2f})")
     if cpus:
         line += f"; controller CPU ratios {', '.join(f'{r:.2f}' for r in cpus)} (median {statistics.median(cpus):.2f})"
+    peak = {side: max((r.rss.get("controller", 0.0) for r in runs), default=0.0) for side, runs in (("head", head), ("base", base))}
+    line += f"; controller peak RSS {peak['head']:.0f} MB / {peak['base']:.0f} MB"
     totals = [sum(h.cpu.values()) / sum(b.cpu.values()) for h, b in zip(head, base, strict=True)
               if sum(b.cpu.values())]
     if totals and workers != "0":
