@@ -45,7 +45,8 @@ def score(results: ResultsFile) -> ScoredDocument:
 
     Tasks are scored from their tests and sorted by (subset, task id), so the result does not
     depend on the order they arrive in (shards, xdist workers). ``results.subset_info`` gives per
-    subset its ``paper`` mapping and its ``metric_family`` (default ``plsqlbench``).
+    subset its ``paper`` mapping and its ``metric_family`` (none: the core's figures alone,
+    :class:`~pytest_plsqlbench.families.CoreFamily`).
     """
     header, subset_info = results.header, results.subset_info
     ordered = sorted(results.tasks, key=lambda t: (t.subset, t.task_id))

@@ -267,7 +267,7 @@ def _spider(manifest: Manifest, settings: Settings, root: Path, schema: _Schema)
         if columns:
             options["columns"] = columns
         test = UnitTest(id="result", kind="rows", script=None, options=options)
-        not_runnable = meta.pop("not_runnable", None)  # the resolver's verdict: a field of the task
+        not_runnable = meta.pop("not_runnable", None)  # the resolver's or translation's verdict: a Task field
         tasks.append(
             Task(
                 id=iid,
@@ -313,7 +313,7 @@ def _spider2_st(manifest: Manifest, settings: Settings, root: Path, schema: _Sch
         constructs, constructs_from = _constructs(annotation, reference)
         meta.update({"db_id": db_id, "tables": tables, "instance_id": iid})
         meta.update(_annotation_meta(annotation, constructs, constructs_from))
-        not_runnable = meta.pop("not_runnable", None)  # the resolver's verdict: a field of the task
+        not_runnable = meta.pop("not_runnable", None)  # the resolver's or translation's verdict: a Task field
         tasks.append(
             Task(
                 id=iid,
@@ -405,7 +405,7 @@ def _spider2_mt(
         if hardest:
             meta["difficulty"] = hardest
         entry_points = tuple(dict.fromkeys(n for t in turns for n in _entry_points(t.reference)))
-        not_runnable = meta.pop("not_runnable", None)  # the resolver's verdict: a field of the task
+        not_runnable = meta.pop("not_runnable", None)  # the resolver's or translation's verdict: a Task field
         tasks.append(
             Task(
                 id=cid,
